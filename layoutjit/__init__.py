@@ -1,6 +1,10 @@
 """layoutjit: compiled memory-layout reorders with oneDNN's semantics."""
-from .desc import MemoryDesc
-from .dtypes import DataType, as_dtype
-from .errors import LayoutError, Unimplemented
 
 __version__ = "0.1.0"
+
+from .api import compile_reorder, from_layout, plain_desc, reorder, to_layout  # noqa: E402
+from .buffers import aligned_empty  # noqa: E402
+from .desc import MemoryDesc  # noqa: E402
+from .dtypes import DataType, as_dtype  # noqa: E402
+from .errors import LayoutError, Unimplemented  # noqa: E402
+from .verbose import set_verbose  # noqa: E402

@@ -1,0 +1,91 @@
+"""Drivers that launch generated kernels, serially or on Numba's thread pool.
+
+A generated kernel is a ``cfunc`` over raw pointers that runs jobs [lo, hi).
+The drivers here are compiled once (and cached on disk like any Numba
+function), and call a kernel through its address: so a new kernel costs one
+serial compile, never a ``parallel=True`` compile, and launching it costs one
+Numba dispatch plus (for the parallel driver) one OpenMP/TBB region.
+The drivers also check, in compiled code, that source and destination do not
+overlap -- cheaper than doing it in Python.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_I8P = ir.IntType(8).as_pointer()
+_CHUNK_FNTY = ir.FunctionType(ir.VoidType(), [_I8P, _I8P, _I8P, ir.IntType(64), ir.IntType(64)])
+
+
+@intrinsic
+def ptr_from_int(typingctx, addr, dtype):  # type: ignore[no-untyped-def]
+    """``ptr_from_int(address, np.float32)`` -> a typed pointer (for ``numba.carray``)."""
+    if not isinstance(addr, types.Integer) or not isinstance(dtype, types.NumberClass):
+        return None
+    ptr_t = types.CPointer(dtype.instance_type)
+    sig = ptr_t(addr, dtype)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        llty = context.get_value_type(ptr_t)
+        return builder.inttoptr(args[0], llty)
+
+    return sig, codegen
+
+
+@intrinsic
+def call_chunk(typingctx, fn, sp, dp, ap, lo, hi):  # type: ignore[no-untyped-def]
+    """Call the kernel at address ``fn`` on jobs [lo, hi)."""
+    sig = types.void(types.int64, types.intp, types.intp, types.intp, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        f, s, d, a, l_, h = args
+        fp = builder.inttoptr(f, _CHUNK_FNTY.as_pointer())
+        builder.call(fp, [builder.inttoptr(s, _I8P), builder.inttoptr(d, _I8P),
+                          builder.inttoptr(a, _I8P), l_, h])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@nb.njit(cache=True, nogil=True)
+def _overlap(src, dst, in_place_ok):  # type: ignore[no-untyped-def]
+    s0 = src.ctypes.data
+    d0 = dst.ctypes.data
+    s1 = s0 + src.size
+    d1 = d0 + dst.size
+    if s0 == d0 and s1 == d1 and in_place_ok:
+        return False
+    return s0 < d1 and d0 < s1
+
+
+@nb.njit(cache=True, nogil=True)
+def run_serial(fn, src, dst, aux, jobs, in_place_ok):  # type: ignore[no-untyped-def]
+    """Run all jobs on the calling thread; returns 1 if src and dst overlap (nothing written)."""
+    if _overlap(src, dst, in_place_ok):
+        return 1
+    if jobs > 0:
+        call_chunk(fn, src.ctypes.data, dst.ctypes.data, aux.ctypes.data, 0, jobs)
+    return 0
+
+
+@nb.njit(cache=True, nogil=True, parallel=True)
+def run_parallel(fn, src, dst, aux, jobs, nchunks, in_place_ok):  # type: ignore[no-untyped-def]
+    """Split the jobs into ``nchunks`` contiguous ranges run by Numba's threads."""
+    if _overlap(src, dst, in_place_ok):
+        return 1
+    sp = src.ctypes.data
+    dp = dst.ctypes.data
+    ap = aux.ctypes.data
+    for t in nb.prange(nchunks):
+        lo = jobs * t // nchunks
+        hi = jobs * (t + 1) // nchunks
+        if hi > lo:
+            call_chunk(fn, sp, dp, ap, lo, hi)
+    return 0
+
+
+__all__ = ["ptr_from_int", "call_chunk", "run_serial", "run_parallel", "cgutils"]

@@ -1,0 +1,179 @@
+"""Independent numpy references for the tests (nothing here calls layoutjit's compiler).
+
+- ``offsets(md)``: element offset of every padded position, from the
+  descriptor's fields by oneDNN's documented ``off_v`` arithmetic.
+- ``pack_by_tag(x, tag)``: the buffer a tag describes, built the einops way
+  (pad, reshape every dim into its digits, transpose into memory order).
+- ``convert(values, sdt, ddt)``: oneDNN's conversion rules in numpy.
+- ``reorder(src_buf, src_md, dst_md, dst_buf)``: the expected destination.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+LETTERS = "abcdefghijkl"
+STORAGE = {"f32": np.float32, "f64": np.float64, "f16": np.uint16, "bf16": np.uint16,
+           "s32": np.int32, "s8": np.int8, "u8": np.uint8}
+SIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "s32": 4, "s8": 1, "u8": 1}
+INT_RANGE = {"s32": (-2147483648.0, 2147483520.0), "s8": (-128.0, 127.0), "u8": (0.0, 255.0)}
+INT_EXACT = {"s32": (-2**31, 2**31 - 1), "s8": (-128, 127), "u8": (0, 255)}
+
+
+def offsets(md) -> np.ndarray:
+    """int64 array of shape md.padded_dims: offset (offset0 included) of each position."""
+    pd = tuple(md.padded_dims)
+    if any(p == 0 for p in pd):
+        return np.zeros(pd, dtype=np.int64)
+    pos = [g.astype(np.int64) for g in np.indices(pd, dtype=np.int64)]
+    p = [pos[d] + md.padded_offsets[d] for d in range(len(pd))]
+    off = np.full(pd, md.offset0, dtype=np.int64)
+    bs = 1
+    for blk, d in zip(reversed(md.inner_blks), reversed(md.inner_idxs)):
+        off += (p[d] % blk) * bs
+        p[d] = p[d] // blk
+        bs *= blk
+    for d in range(len(pd)):
+        off += p[d] * md.strides[d]
+    return off
+
+
+def parse(tag_abstract: str):
+    m = re.fullmatch(r"([a-lA-L]+)((?:\d+[a-l])*)", tag_abstract)
+    assert m, tag_abstract
+    outer = [LETTERS.index(c.lower()) for c in m.group(1)]
+    blocks = [(int(n), LETTERS.index(c)) for n, c in re.findall(r"(\d+)([a-l])", m.group(2))]
+    return outer, blocks
+
+
+def pack_by_tag(x: np.ndarray, tag_abstract: str) -> np.ndarray:
+    """The flat buffer of logical array x in an abstract tag's layout (padding zero)."""
+    outer, blocks = parse(tag_abstract)
+    nd = x.ndim
+    bprod = [1] * nd
+    for b, d in blocks:
+        bprod[d] *= b
+    pdims = [-(-n // b) * b for n, b in zip(x.shape, bprod)]
+    xp = np.zeros(pdims, dtype=x.dtype)
+    xp[tuple(slice(0, n) for n in x.shape)] = x
+    # digits of each dim, outermost first: outer part, then its blocks in suffix order
+    shape = []
+    axis_of = {}  # (dim, k) -> axis in the reshaped array; k=0 outer, k>=1 k-th block of dim
+    for d in range(nd):
+        axis_of[(d, 0)] = len(shape)
+        shape.append(pdims[d] // bprod[d])
+        k = 1
+        for b, bd in blocks:
+            if bd == d:
+                axis_of[(d, k)] = len(shape)
+                shape.append(b)
+                k += 1
+    xr = xp.reshape(shape)
+    order = [axis_of[(d, 0)] for d in outer]
+    seen = [0] * nd
+    for b, d in blocks:
+        seen[d] += 1
+        order.append(axis_of[(d, seen[d])])
+    return np.ascontiguousarray(xr.transpose(order)).reshape(-1)
+
+
+# ---------------------------------------------------------------- conversions
+def to_f32(raw: np.ndarray, dt: str) -> np.ndarray:
+    raw = np.asarray(raw)
+    if dt == "f32":
+        return raw.astype(np.float32)
+    if dt == "bf16":
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    if dt == "f16":
+        return raw.view(np.float16).astype(np.float32)
+    if dt == "f64":
+        return raw.astype(np.float32)  # numpy rounds to nearest even
+    if dt == "s32":
+        return raw.astype(np.float32)
+    return raw.astype(np.float32)
+
+
+def from_f32(f: np.ndarray, dt: str) -> np.ndarray:
+    f = np.asarray(f, dtype=np.float32)
+    if dt == "f32":
+        return f.copy()
+    if dt == "f64":
+        return f.astype(np.float64)
+    if dt == "f16":
+        return f.astype(np.float16).view(np.uint16)
+    if dt == "bf16":
+        bits = f.view(np.uint32).astype(np.uint64)
+        hi = (bits >> 16).astype(np.uint64)
+        rne = ((bits + 0x7FFF + (hi & 1)) >> 16) & 0xFFFF
+        absb = bits & 0x7FFFFFFF
+        out = rne.copy()
+        nan = absb > 0x7F800000
+        out[nan] = (hi[nan] | 0x40) & 0xFFFF
+        inf = absb == 0x7F800000
+        out[inf] = hi[inf]
+        tiny = absb < 0x00800000  # zeros and subnormals flush to signed zero
+        out[tiny] = hi[tiny] & 0x8000
+        return out.astype(np.uint16)
+    lo, hi_ = INT_RANGE[dt]
+    g = np.where(np.isnan(f), np.float32(0), f)
+    g = np.clip(g, np.float32(lo), np.float32(hi_))
+    g = np.rint(g)
+    return g.astype(np.float64).astype(STORAGE[dt])
+
+
+def convert(raw: np.ndarray, sdt: str, ddt: str) -> np.ndarray:
+    """Raw src storage values -> raw dst storage values, oneDNN's rules (see layoutjit.convert)."""
+    raw = np.asarray(raw)
+    if sdt == ddt:
+        return raw.copy()
+    if sdt in INT_EXACT and ddt in INT_EXACT:
+        lo, hi = INT_EXACT[ddt]
+        return np.clip(raw.astype(np.int64), lo, hi).astype(STORAGE[ddt])
+    return from_f32(to_f32(raw, sdt), ddt)
+
+
+# ---------------------------------------------------------------- reorders
+def reorder(src_buf: np.ndarray, src_md, dst_md, dst_buf: np.ndarray) -> np.ndarray:
+    """Expected dst after a reorder: logical elements converted, padding zero, rest untouched."""
+    sdt, ddt = str(src_md.dtype), str(dst_md.dtype)
+    out = dst_buf.copy()
+    if any(d == 0 for d in dst_md.dims):
+        return out
+    src = src_buf.reshape(-1).view(STORAGE[sdt])
+    dst = out.reshape(-1).view(STORAGE[ddt])
+    dims = tuple(dst_md.dims)
+    so = offsets(src_md)[tuple(slice(0, n) for n in dims)]
+    do_all = offsets(dst_md)
+    pad_mask = np.ones(do_all.shape, dtype=bool)
+    pad_mask[tuple(slice(0, n) for n in dims)] = False
+    dst[do_all[pad_mask]] = 0
+    do = do_all[tuple(slice(0, n) for n in dims)]
+    dst[do.reshape(-1)] = convert(src[so.reshape(-1)], sdt, ddt)
+    return out
+
+
+def logical(buf: np.ndarray, md) -> np.ndarray:
+    """Raw storage values of the logical tensor held in buf."""
+    dims = tuple(md.dims)
+    if any(d == 0 for d in dims):
+        return np.zeros(dims, dtype=STORAGE[str(md.dtype)])
+    o = offsets(md)[tuple(slice(0, n) for n in dims)]
+    return buf.reshape(-1).view(STORAGE[str(md.dtype)])[o]
+
+
+def random_raw(n: int, dt: str, rng: np.random.Generator) -> np.ndarray:
+    """Random raw storage values that exercise rounding and saturation."""
+    specials = np.array([0.0, -0.0, 0.5, 1.5, 2.5, -2.5, 127.5, -128.5, 255.5, 1e9, -1e9,
+                         2147483520.0, 3e9, 16.0, 64.0, 0.25, 2.0**24, -(2.0**24)], dtype=np.float64)
+    vals = np.concatenate([specials, rng.normal(0, 100, n).round(1)])[:max(n, 1)]
+    vals = np.resize(vals, n)
+    if dt in ("s8", "u8", "s32"):
+        lo, hi = INT_EXACT[dt]
+        return rng.integers(lo, hi, n, endpoint=True).astype(STORAGE[dt])
+    if dt == "bf16":
+        return from_f32(vals.astype(np.float32), "bf16")
+    if dt == "f16":
+        return vals.astype(np.float16).view(np.uint16)
+    return vals.astype(STORAGE[dt])
