@@ -397,7 +397,10 @@ class MemoryDesc:
             return "any"
         if self._format_kind != "blocked" or self._offset0 != 0 or any(self._padded_offsets):
             return None
-        order = sorted(range(self._ndims), key=lambda d: (-self._strides[d], d))
+        blocks = self.blocks
+        # on a stride tie, a dim with at most one outer block sits inside the other
+        order = sorted(range(self._ndims), key=lambda d: (
+            -self._strides[d], 1 if self._padded_dims[d] // blocks[d] <= 1 else 0, d))
         abstract = abstract_from_blocking(tuple(order), self._inner_blks, self._inner_idxs)
         try:
             ref = MemoryDesc(self._dims, self._dtype, abstract)
@@ -682,9 +685,6 @@ def _strides_check(dims: tuple[int, ...], pdims: tuple[int, ...], strides: tuple
                    where: str) -> None:
     """oneDNN's ``memory_desc_strides_check``: strides must not make elements overlap."""
     n = len(dims)
-    for d, s in enumerate(strides):
-        if s < 0:
-            raise LayoutError(f"{where}: strides: dim {d} has a negative stride ({s})")
     if any(p == 0 for p in pdims):
         return  # an empty tensor accepts any strides
     blocks = [1] * n
@@ -698,6 +698,8 @@ def _strides_check(dims: tuple[int, ...], pdims: tuple[int, ...], strides: tuple
     for d in perm:
         if strides[d] == 0 or pdims[d] == 1:
             continue
+        if strides[d] < 0:
+            raise LayoutError(f"{where}: strides: dim {d} has a negative stride ({strides[d]})")
         if strides[d] < min_stride:
             other = f" with dim {prev}" if prev is not None else " with the inner blocks"
             raise LayoutError(

@@ -1,0 +1,5 @@
+"""Shared test setup: tests import the independent references from this folder."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
