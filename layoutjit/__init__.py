@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from .api import compile_reorder, from_layout, plain_desc, reorder, to_layout  # noqa: E402
+from .api import compile_eltwise, compile_reorder, from_layout, plain_desc, reorder, to_layout  # noqa: E402
 from .buffers import aligned_empty  # noqa: E402
 from .desc import MemoryDesc  # noqa: E402
 from .dtypes import DataType, as_dtype  # noqa: E402

@@ -40,6 +40,28 @@ def compile_reorder(src_md: MemoryDesc, dst_md: MemoryDesc, *, scales: dict | No
     return get_kernel(src_md, dst_md, attrs)
 
 
+def compile_eltwise(md: MemoryDesc, alg: str, alpha: float = 0.0, beta: float = 0.0) -> Kernel:
+    """Compile an elementwise kernel on any layout, with oneDNN's algorithms and alpha/beta.
+
+    Call it as ``kernel(src, dst)``; ``dst`` may be ``src`` (in place). Float
+    types compute in f32, integer types compute in f32 and convert back. The
+    zero padding of a blocked layout stays zero even where f(0) != 0; gaps of a
+    strided layout are never touched.
+
+    >>> import layoutjit as lj, numpy as np
+    >>> md = lj.MemoryDesc([1, 3, 1, 2], "f32", "nChw8c")
+    >>> buf = lj.to_layout(np.array([-1.0, 2, -3, 4, -5, 6]).reshape(md.dims), md)
+    >>> relu = lj.compile_eltwise(md, "relu")
+    >>> lj.from_layout(relu(buf, buf), md).ravel().tolist()
+    [0.0, 2.0, 0.0, 4.0, 0.0, 6.0]
+    """
+    from .attrs import Attrs
+
+    check_pair(md, md)
+    attrs = Attrs.make(md, md, post_ops=[("eltwise", alg, alpha, beta)])
+    return get_kernel(md, md, attrs, kind="eltwise", in_place_ok=True)
+
+
 def reorder(src: Any, src_md: MemoryDesc, dst_md: MemoryDesc, dst: Any = None, **runtime: Any) -> Any:
     """Reorder ``src`` (laid out as ``src_md``) into ``dst_md``; allocates dst when None.
 

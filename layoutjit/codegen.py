@@ -30,6 +30,31 @@ _NUMBA_TYPES = {
 }
 
 
+def runtime_fingerprint() -> str:
+    """Hash of the runtime modules generated code calls into.
+
+    Numba's disk cache only notices changes to the generated file itself, so
+    this goes into every generated header: a changed helper changes every
+    kernel's source hash, hence its file name, and nothing stale is loaded.
+    """
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        import pathlib
+
+        h = hashlib.sha256()
+        here = pathlib.Path(__file__).parent
+        for name in ("convert.py", "simd.py", "eltwise_ops.py", "runtime.py"):
+            try:
+                h.update((here / name).read_bytes())
+            except OSError:
+                h.update(name.encode())
+        _FINGERPRINT = h.hexdigest()[:16]
+    return _FINGERPRINT
+
+
+_FINGERPRINT: str | None = None
+
+
 def numba_type(dt: str) -> str:
     return _NUMBA_TYPES[str(dt)]
 
@@ -38,31 +63,30 @@ def numba_type(dt: str) -> str:
 class Epilogue:
     """How one destination element's value is computed (plain conversion by default).
 
-    ``value(loads)`` receives the source value expression and the load
-    expressions of the extra operands (same order as ``ir.operands[2:]``) and
-    returns the expression stored into the destination; ``dst_old`` is the load
-    of the destination's current value (for a ``sum`` post-op).
-    ``imports`` lists module-level lines the expression needs.
+    ``lines(src, extra, dst_old)`` receives the source load expression, the
+    load expressions of the extra operands (same order as ``ir.operands[2:]``)
+    and the destination's current value (for a ``sum`` post-op); it returns
+    statements to run first and the expression stored into the destination.
+    ``imports`` lists module-level lines the code needs.
     """
 
-    value: Callable[[str, Sequence[str], str], str]
+    lines: Callable[[str, Sequence[str], str], tuple[list[str], str]]
     imports: tuple[str, ...] = ()
     reads_dst: bool = False
     tile_ok: bool = True  # the register tile can do it (plain conversions only)
-    prelude: tuple[str, ...] = ()  # statements at the start of the kernel (e.g. scalar loads)
 
 
 def plain_epilogue(sdt: str, ddt: str) -> Epilogue:
     if str(sdt) == str(ddt):
-        return Epilogue(lambda src, extra, dst_old: src)
+        return Epilogue(lambda src, extra, dst_old: ([], src))
     from . import convert
 
-    def value(src: str, extra: Sequence[str], dst_old: str) -> str:
-        return convert.direct(sdt, ddt, src)
+    def lines(src: str, extra: Sequence[str], dst_old: str) -> tuple[list[str], str]:
+        return [], convert.direct(sdt, ddt, src)
 
     names = ", ".join(convert.RUNTIME_NAMES)
     imports = (f"from layoutjit.convert import {names}",) if names else ()
-    return Epilogue(value, imports)
+    return Epilogue(lines, imports)
 
 
 class _Writer:
@@ -125,6 +149,9 @@ class KernelWriter:
         self.ops: list[Operand] = list(self.ir.operands)
         self.arr = ["dst", "src"] + [f"x{k}" for k in range(2, len(self.ops))]
         self.heaviest_first = self._digit_orders()
+        # extra operands that are one value for the whole tensor: load once per call
+        self.scalar_ops = {k for k in range(2, len(self.ops))
+                           if all(n.strides[k] == 0 for n in self.ir.nodes)}
         self.uses_nt = False
 
     # ---------------------------------------------------------------- helpers
@@ -170,7 +197,7 @@ class KernelWriter:
         body = self._render_body()
         head = [
             "# layoutjit generated kernel -- do not edit (regenerated from the plan)",
-            f"# layoutjit codegen {CODEGEN_VERSION}",
+            f"# layoutjit codegen {CODEGEN_VERSION}, runtime {runtime_fingerprint()}",
         ]
         if self.title:
             head += ["# " + line for line in self.title.splitlines()]
@@ -222,8 +249,8 @@ class KernelWriter:
                 w.put(depth, f"src = nb.carray(sp, ({n},))")
             else:
                 w.put(depth, f"{self.arr[k]} = nb.carray(ptr_from_int(ap[{k - 2}], np.{numba_type(op.dtype)}), ({n},))")
-        for line in self.ep.prelude:
-            w.put(depth, line)
+        for k in sorted(self.scalar_ops):
+            w.put(depth, f"v{k} = {self.arr[k]}[{self.ops[k].offset0}]")
         if self.plan.nt:
             w.put(depth, "if (dst.ctypes.data & 63) == 0:")
             self._render_jobs(depth + 1, nt=True)
@@ -439,8 +466,12 @@ class KernelWriter:
     def _store_value(self, depth: int, offs: list[str], state: dict, terms: dict) -> None:
         offs = self._irregular_offsets(offs, state, terms, depth)
         src = f"src[{offs[1]}]"
-        extra = [f"{self.arr[k]}[{offs[k]}]" for k in range(2, len(self.ops))]
-        self.w.put(depth, f"dst[{offs[0]}] = {self.ep.value(src, extra, f'dst[{offs[0]}]')}")
+        extra = [f"v{k}" if k in self.scalar_ops else f"{self.arr[k]}[{offs[k]}]"
+                 for k in range(2, len(self.ops))]
+        stmts, expr = self.ep.lines(src, extra, f"dst[{offs[0]}]")
+        for st in stmts:
+            self.w.put(depth, st)
+        self.w.put(depth, f"dst[{offs[0]}] = {expr}")
 
     # ---------------------------------------------------------------- tiles
     def _tile_fn(self, R: int, V: int, Rv: int, Vv: int, nt: bool, rc: bool) -> str:

@@ -134,8 +134,8 @@ def _operand_digits(md: MemoryDesc, iter_dims: Sequence[int]) -> tuple[tuple[Dig
     out = []
     blocks = md.blocks
     for d in range(md.ndims):
-        if md.dims[d] == 1 and iter_dims[d] != 1 and md.padded_dims[d] == 1:
-            out.append((Digit(1, None, 0),))  # broadcast
+        if md.dims[d] == 1 and iter_dims[d] != 1:
+            out.append((Digit(1, None, 0),))  # broadcast (any padding of it is never read)
             continue
         digs: list[Digit] = [Digit(blocks[d], None, md.strides[d])]
         # inner blocks of d, outermost first; stride = product of all inner blocks after it

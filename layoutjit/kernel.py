@@ -69,6 +69,8 @@ class Kernel:
         self._dst_rule = _size_rule(dst_md)
         self._dst_storage = dst_md.dtype.storage
         self._dst_zero = not dst_md.is_dense()
+        self._reads_dst = attrs is not None and any(
+            p.kind == "sum" and p.beta != 0.0 for p in attrs.post_ops)
 
     # ------------------------------------------------------------ inspection
     @property
@@ -114,8 +116,16 @@ class Kernel:
     # ------------------------------------------------------------------ call
     def __call__(self, src: Any, dst: Any = None, **runtime: Any) -> Any:
         """Run on ``src``; write ``dst`` (allocated, 64-byte aligned, when None) and return it."""
+        if self.attrs is None:
+            if runtime:
+                raise LayoutError(f"unexpected arguments {sorted(runtime)}: this kernel was "
+                                  f"compiled without attributes")
+            aux = _NO_AUX
+        else:
+            if dst is None and self._reads_dst:
+                raise LayoutError("dst: a kernel with a sum post-op reads dst; pass the dst buffer")
+            aux, keep = self.attrs.runtime_table(dict(runtime))  # keep: alive during the call
         d, s8, d8 = self._prepare(src, dst)
-        aux = self._aux(runtime) if (runtime or self.attrs is not None) else _NO_AUX
         t0 = time.perf_counter() if verbose.enabled else 0.0
         self._launch(s8, d8, aux)
         if verbose.enabled:
@@ -138,14 +148,6 @@ class Kernel:
                                   self._in_place_ok)
         if rc:
             raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
-
-    def _aux(self, runtime: dict[str, Any]) -> np.ndarray:
-        if self.attrs is None:
-            if runtime:
-                raise LayoutError(f"unexpected arguments {sorted(runtime)}: this kernel was "
-                                  f"compiled without attributes")
-            return _NO_AUX
-        return self.attrs.runtime_table(runtime)
 
 
 def _check_overlap(s8: np.ndarray, d8: np.ndarray) -> None:
