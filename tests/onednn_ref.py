@@ -19,7 +19,7 @@ DIMS_T = ctypes.c_int64 * 12
 # dnnl_query_t values of oneDNN v3 (include/oneapi/dnnl/dnnl_types.h)
 Q_NDIMS, Q_DIMS, Q_DT, Q_OFFSET0, Q_PDIMS, Q_POFFS, Q_FMT_KIND = 256, 257, 258, 259, 260, 261, 262
 Q_STRIDES, Q_NBLKS, Q_BLKS, Q_IDXS = 14, 263, 264, 265
-Q_IMPL_INFO = 11  # dnnl_query_impl_info_str
+Q_IMPL_INFO = 8  # dnnl_query_impl_info_str
 DT = {"f16": 1, "bf16": 2, "f32": 3, "s32": 4, "s8": 5, "u8": 6, "f64": 7}
 ARG_FROM, ARG_TO = 1, 17
 SUCCESS, INVALID, UNIMPLEMENTED = 0, 2, 3
