@@ -1,0 +1,609 @@
+"""Register-tile micro-kernels: the SIMD building block of fast reorders.
+
+:func:`tile` returns a Numba intrinsic that moves one R x V block: it loads R source rows of V
+contiguous elements, converts them (``convert.direct`` semantics, as vectors), transposes them
+in registers and stores V destination rows of R contiguous elements::
+
+    t = tile(16, 16, "f32", "f32", nt=True)       # at module level of generated code
+
+    @numba.njit
+    def kernel(src, dst):                          # 1-D C-contiguous storage arrays
+        ...
+        t(src, soff, sstride, dst, doff, dstride)  # int64 element offsets / strides
+        ...
+        sfence()                                   # after NT stores, before others read dst
+
+For r in [0, R) and c in [0, V)::
+
+    dst[doff + c*dstride + r] = convert(src[soff + r*sstride + c])   if r < Rv and c < Vv
+                              = 0 (of the dst type)                  otherwise
+
+Source rows r >= Rv and columns c >= Vv are never read: loads are unaligned ``<Vv x T>``
+vectors, or, for odd Vv where the target has them (AVX-512BW/VL; AVX for 4/8-byte elements),
+fault-suppressing masked loads.  Nothing outside the V destination rows of R elements is written
+(odd R: an odd-sized vector store or a masked store).
+
+How it is built (all of it inside one intrinsic, so vectors never cross Numba's type system):
+
+1. R' = R rounded up to a power of two, P = V rounded up likewise; rows are zero-padded to
+   R' x P.  The rows are packed into (or split into) registers of ``vbytes`` bytes, so that the
+   whole block is one array A[r*P + c] held in K registers.
+2. A transpose of a 2**a x 2**b array is a rotation of its index bits by a, and one "riffle"
+   (``new[2i] = zip_lo(reg[i], reg[i+K/2])``, ``new[2i+1] = zip_hi(...)``) rotates the index of
+   the whole array left by one bit; its inverse ("unriffle": even/odd lanes of two adjacent
+   registers) rotates right by one.  With 64-byte vectors the kernel does min(a, b) of these:
+   log2(16) = 4 stages of 16 two-source shuffles for 16x16 f32 (64 ``vpermt2ps``).  With 32- or
+   16-byte vectors on x86 a small search picks one-instruction stages instead (in-lane unpacks,
+   64-bit interleaves, 128-bit lane swaps; a cross-lane zip costs two): 16x16 f32 with AVX2 is
+   3 stages of 32 = 96 shuffles, the classic 8x8 network, instead of 256.
+3. The destination rows are then gathered from the registers (usually a register as it is or
+   one half of it; any remaining permutation, e.g. for non-power-of-two R, is one shufflevector
+   per output vector) and stored.
+
+Narrowing conversions run before the network (after packing, so on full registers; the
+network then moves the narrow type); widening ones run on the gathered output vectors.
+
+Stores: plain stores are unaligned and always safe.  ``nt=True`` gives ``!nontemporal`` stores
+with ``align 64``: the caller guarantees that every destination row start
+``dst + doff + c*dstride`` is 64-byte aligned and that ``R*dst_size`` is a multiple of 64, or,
+with ``rows_contiguous=True`` (the caller guarantees ``dstride == R``), that the block start is
+64-byte aligned and ``R*V*dst_size`` is a multiple of 64; the kernel then stores the block as
+consecutive full 64-byte vectors.  A 64-byte store is written as one vector even when
+``vbytes == 32``, which LLVM splits into two adjacent 32-byte stores (never half-line NT stores).
+NT stores to unaligned addresses fault (#GP): check alignment at run time before choosing an
+``nt`` variant.  Call :func:`sfence` at the end of each parallel chunk that used NT stores.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils, errors
+from numba.extending import intrinsic
+
+from . import convert as _cv
+from .dtypes import DataType, as_dtype
+
+__all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "tile", "sfence", "supports", "MAX_TILE"]
+
+_I32 = ir.IntType(32)
+
+#: Largest R and V accepted by :func:`tile` (compile time grows with R*V).
+MAX_TILE = 64
+
+
+def host_vector_bytes() -> int:
+    """64 with avx512f+avx512bw, 32 with avx2, else 16, for the CPU Numba compiles for."""
+    if not _cv._is_x86():
+        return 16
+    f = _cv.target_features()
+    if "avx512f" in f and "avx512bw" in f:
+        return 64
+    if "avx2" in f:
+        return 32
+    return 16
+
+
+#: Vector register width (bytes) of the CPU Numba/LLVM targets (``NUMBA_CPU_FEATURES`` aware).
+HOST_VECTOR_BYTES: int = host_vector_bytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# Vectors with a symbolic record of which block element sits in each lane
+# ---------------------------------------------------------------------------------------------
+
+class _V:
+    """An LLVM vector value plus, per lane, the id of the block element it holds."""
+
+    __slots__ = ("val", "ids")
+
+    def __init__(self, val: ir.Value, ids: tuple):
+        self.val = val
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _mask(idx) -> ir.Constant:
+    return _mask_cached(tuple(int(i) for i in idx))
+
+
+@functools.lru_cache(maxsize=4096)
+def _mask_cached(idx: tuple) -> ir.Constant:
+    return ir.Constant(ir.VectorType(_I32, len(idx)), list(idx))
+
+
+def _shuffle(builder: ir.IRBuilder, a: _V, b: _V | None, idx: list[int]) -> _V:
+    """shufflevector(a, b or undef, idx) on values and ids alike (identity returns a)."""
+    n = len(a)
+    if b is None and list(idx) == list(range(n)):
+        return a
+    src_ids = a.ids + (b.ids if b is not None else (None,) * n)
+    other = b.val if b is not None else ir.Constant(a.val.type, ir.Undefined)
+    val = builder.shuffle_vector(a.val, other, _mask(idx))
+    return _V(val, tuple(src_ids[i] for i in idx))
+
+
+def _concat(builder: ir.IRBuilder, vs: list[_V]) -> _V:
+    """Concatenate equal-length vectors (count padded to a power of two with undef)."""
+    vs = list(vs)
+    while len(vs) > 1:
+        if len(vs) % 2:
+            n = len(vs[-1])
+            vs.append(_V(ir.Constant(vs[-1].val.type, ir.Undefined), (None,) * n))
+        nxt = []
+        for i in range(0, len(vs), 2):
+            n = len(vs[i])
+            nxt.append(_shuffle(builder, vs[i], vs[i + 1], list(range(2 * n))))
+        vs = nxt
+    return vs[0]
+
+
+def _rechunk(builder: ir.IRBuilder, regs: list[_V], length: int) -> list[_V]:
+    """Re-cut a list of equal-length vectors (one array) into vectors of ``length`` lanes."""
+    cur = len(regs[0])
+    if cur == length:
+        return regs
+    if cur < length:  # concatenate groups
+        g = length // cur
+        return [_concat(builder, regs[i:i + g]) for i in range(0, len(regs), g)]
+    out = []  # split
+    for r in regs:
+        for s in range(0, cur, length):
+            out.append(_shuffle(builder, r, None, list(range(s, s + length))))
+    return out
+
+
+def _riffle(builder: ir.IRBuilder, regs: list[_V]) -> list[_V]:
+    """Perfect shuffle of the whole array: index rotated left by one bit."""
+    k, n = len(regs), len(regs[0])
+    h = n // 2
+    lo = [i // 2 + (n if i % 2 else 0) for i in range(n)]
+    hi = [h + x for x in lo]
+    out = []
+    for i in range(k // 2):
+        a, b = regs[i], regs[i + k // 2]
+        out.append(_shuffle(builder, a, b, lo))
+        out.append(_shuffle(builder, a, b, hi))
+    return out
+
+
+def _unriffle(builder: ir.IRBuilder, regs: list[_V]) -> list[_V]:
+    """Inverse perfect shuffle of the whole array: index rotated right by one bit."""
+    k, n = len(regs), len(regs[0])
+    even = [2 * i for i in range(n)]
+    odd = [2 * i + 1 for i in range(n)]
+    lows, highs = [], []
+    for i in range(0, k, 2):
+        lows.append(_shuffle(builder, regs[i], regs[i + 1], even))
+        highs.append(_shuffle(builder, regs[i], regs[i + 1], odd))
+    return lows + highs
+
+
+class _Gather:
+    """Builds vectors of wanted element ids out of a list of registers."""
+
+    def __init__(self, builder: ir.IRBuilder, regs: list[_V]):
+        self.b = builder
+        self.regs = regs
+        self.loc: dict = {}
+        for ri, r in enumerate(regs):
+            for lane, e in enumerate(r.ids):
+                if e is not None and e not in self.loc:
+                    self.loc[e] = (ri, lane)
+
+    def __call__(self, want: list) -> _V:
+        locs = [self.loc[e] for e in want]
+        srcs = sorted({ri for ri, _ in locs})
+        n = len(self.regs[0])
+        if len(srcs) == 1:
+            return _shuffle(self.b, self.regs[srcs[0]], None, [lane for _, lane in locs])
+        if len(srcs) == 2:
+            a, b = srcs
+            return _shuffle(self.b, self.regs[a], self.regs[b],
+                            [lane + (n if ri == b else 0) for ri, lane in locs])
+        big = _concat(self.b, [self.regs[i] for i in srcs])
+        pos = {ri: k for k, ri in enumerate(srcs)}
+        return _shuffle(self.b, big, None, [pos[ri] * n + lane for ri, lane in locs])
+
+
+# ---------------------------------------------------------------------------------------------
+# Network planning for AVX2 / SSE registers
+#
+# With AVX-512 every two-source shuffle is one instruction (vpermt2*), so log2 riffles of the
+# whole array are optimal.  With 16-byte lanes (AVX2, SSE) a cross-lane zip costs two
+# instructions per output, while the in-lane unpacks, 64-bit interleaves and the 128-bit lane
+# swap cost one.  The planner searches (Dijkstra) over the labels of the lane-index bits: each
+# array position bit carries a logical bit (r_t or c_t); register-index bits are free to rename,
+# so only the lane bits matter.  Every op pairs the registers that differ in one register bit k.
+# ---------------------------------------------------------------------------------------------
+
+def _op_cost(op: str, j: int, esize: int, m: int) -> int:
+    """Instructions per output register of one pairwise op on x86 (AVX2/SSE, 16-byte lanes)
+    for registers of 2**m elements of esize bytes."""
+    lane_bits = _log2(max(1, 16 // esize))       # index bits inside a 16-byte lane
+    if op == "unpack":                           # in-lane interleave (vpunpckl*/vunpck*)
+        return 1
+    if op == "riffle":                           # zip over the whole register
+        return 1 if m <= lane_bits else 2
+    if op == "unriffle":                         # even/odd lanes over the whole register
+        if m <= lane_bits:
+            return 1 if esize >= 4 else 3
+        return 2 if esize >= 4 else 4
+    if op == "swap":                             # exchange lane bit j with the register bit
+        if j >= lane_bits:
+            return 1                             # vperm2i128 / vinserti128
+        chunk = (1 << j) * esize
+        return 1 if chunk >= 8 else (2 if chunk == 4 else 3)
+    raise AssertionError(op)
+
+
+@functools.cache
+def _plan_lanes(a: int, b: int, m: int, kbits: int, esize: int, vbytes: int):
+    """Cheapest op list turning the lane labels of a row-major 2**a x 2**b array (registers of
+    2**m lanes, 2**kbits registers) into those of its transpose; None if none is found."""
+    import heapq
+
+    n = a + b
+    labels = [("c", t) for t in range(b)] + [("r", t) for t in range(a)]  # by position bit
+    target = tuple(("r", t) if t < a else ("c", t - a) for t in range(m))
+    tset = set(target)
+    start = tuple(lab if lab in tset else "X" for lab in labels[:m])
+    lane_q = _log2(max(1, 16 // esize))
+    if m == 0 or n - m != kbits:
+        return None
+
+    def moves(state):
+        in_reg = [t for t in target if t not in state]
+        n_x_reg = (n - m) - len(in_reg)
+        choices = in_reg + (["X"] if n_x_reg > 0 else [])
+        for g in choices:
+            for op in ("unpack", "riffle", "unriffle", "swap"):
+                js = range(m) if op == "swap" else (None,)
+                for j in js:
+                    c = _op_cost(op, j if j is not None else 0, esize, m)
+                    st = list(state)
+                    if op == "unpack":
+                        s_ = min(lane_q, m)
+                        st[0:s_] = [g] + list(state[0:s_ - 1])
+                    elif op == "riffle":
+                        st = [g] + list(state[:-1])
+                    elif op == "unriffle":
+                        st = list(state[1:]) + [g]
+                    else:
+                        st[j] = g
+                    yield c, tuple(st), (op, j, g)
+
+    best = {start: 0}
+    heap = [(0, 0, start, ())]
+    tie = 0
+    while heap:
+        cost, _, state, path = heapq.heappop(heap)
+        if state == target:
+            return path
+        if cost > best.get(state, 1 << 30) or len(path) > 2 * m + 2:
+            continue
+        for c, st, op in moves(state):
+            nc = cost + c
+            if nc < best.get(st, 1 << 30):
+                best[st] = nc
+                tie += 1
+                heapq.heappush(heap, (nc, tie, st, path + (op,)))
+    return None
+
+
+def _pair_op(builder: ir.IRBuilder, regs: list[_V], k: int, m0: list[int], m1: list[int]
+             ) -> list[_V]:
+    """For each register pair (x, x | 2**k): out[x] = shuffle(m0), out[x | 2**k] = shuffle(m1)."""
+    out = list(regs)
+    bit = 1 << k
+    for x in range(len(regs)):
+        if x & bit:
+            continue
+        y = x | bit
+        out[x] = _shuffle(builder, regs[x], regs[y], m0)
+        out[y] = _shuffle(builder, regs[x], regs[y], m1)
+    return out
+
+
+def _run_plan(builder: ir.IRBuilder, regs: list[_V], plan, esize: int, a: int, b: int
+              ) -> list[_V]:
+    """Emit the ops of a :func:`_plan_lanes` plan (same label conventions)."""
+    L = len(regs[0])
+    m = _log2(L)
+    labels = [("c", t) for t in range(b)] + [("r", t) for t in range(a)]
+    lane, reg = labels[:m], labels[m:]
+    tset = {("r", t) if t < a else ("c", t - a) for t in range(m)}
+    Q = max(1, min(16 // esize, L))
+    sq = _log2(Q)
+    for op, j, g in plan:
+        if g == "X":
+            k = next(i for i, lab in enumerate(reg) if lab not in tset)
+        else:
+            k = reg.index(g)
+        gl = reg[k]
+        if op == "unpack":                       # in-lane interleave, lanes of Q elements
+            lo, hi = [], []
+            for pos in range(L):
+                lam, w = divmod(pos, Q)
+                i, beta = divmod(w, 2)
+                src = lam * Q + i + (L if beta else 0)
+                lo.append(src)
+                hi.append(src + Q // 2)
+            regs = _pair_op(builder, regs, k, lo, hi)
+            reg[k] = lane[sq - 1]
+            lane[0:sq] = [gl] + lane[0:sq - 1]
+        elif op == "riffle":
+            lo = [i // 2 + (L if i % 2 else 0) for i in range(L)]
+            hi = [L // 2 + x for x in lo]
+            regs = _pair_op(builder, regs, k, lo, hi)
+            reg[k] = lane[m - 1]
+            lane = [gl] + lane[:-1]
+        elif op == "unriffle":
+            regs = _pair_op(builder, regs, k, [2 * i for i in range(L)],
+                            [2 * i + 1 for i in range(L)])
+            reg[k] = lane[0]
+            lane = lane[1:] + [gl]
+        else:                                    # swap lane bit j with register bit k
+            jb = 1 << j
+            m0 = [p if not p & jb else L + (p & ~jb) for p in range(L)]
+            m1 = [(p | jb) if not p & jb else L + p for p in range(L)]
+            regs = _pair_op(builder, regs, k, m0, m1)
+            reg[k], lane[j] = lane[j], gl
+    return regs
+
+
+def _pow2ceil(x: int) -> int:
+    p = 1
+    while p < x:
+        p *= 2
+    return p
+
+
+def _log2(x: int) -> int:
+    return x.bit_length() - 1
+
+
+def _convert(builder: ir.IRBuilder, s: DataType, d: DataType, v: _V) -> _V:
+    return _V(_cv.vec_convert(builder, s, d, v.val), v.ids)
+
+
+def _masked_native(esize: int, nbytes: int) -> bool:
+    """Whether the target has fault-suppressing masked loads/stores for these vectors
+    (AVX-512BW/VL for any element and width; AVX for 4/8-byte elements); elsewhere LLVM
+    would scalarise them, so odd lengths are loaded/stored as odd-sized vectors instead."""
+    if not _cv._is_x86():
+        return False
+    f = _cv.target_features()
+    if "avx512f" in f and (esize >= 4 or "avx512bw" in f) and (nbytes >= 64 or "avx512vl" in f):
+        return True
+    return esize >= 4 and "avx" in f and nbytes in (16, 32)
+
+
+def _masked_load(builder: ir.IRBuilder, p: ir.Value, vty: ir.VectorType, n: int, esize: int
+                 ) -> ir.Value:
+    """``llvm.masked.load`` of the first n lanes of vty at p; the other lanes are zero."""
+    mty = ir.VectorType(ir.IntType(1), vty.count)
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vty, [vty.as_pointer(), _I32, mty, vty]),
+        f"llvm.masked.load.{_cv._mangle(vty)}.p0")
+    mask = ir.Constant(mty, [1 if i < n else 0 for i in range(vty.count)])
+    return builder.call(fn, [builder.bitcast(p, vty.as_pointer()), ir.Constant(_I32, esize),
+                             mask, ir.Constant(vty, None)])
+
+
+def _masked_store(builder: ir.IRBuilder, v: ir.Value, p: ir.Value, n: int, esize: int) -> None:
+    """``llvm.masked.store`` of the first n lanes of v at p (the others are not written)."""
+    vty = v.type
+    mty = ir.VectorType(ir.IntType(1), vty.count)
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), _I32, mty]),
+        f"llvm.masked.store.{_cv._mangle(vty)}.p0")
+    mask = ir.Constant(mty, [1 if i < n else 0 for i in range(vty.count)])
+    builder.call(fn, [v, builder.bitcast(p, vty.as_pointer()), ir.Constant(_I32, esize), mask])
+
+
+def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
+               dstride, *, R: int, V: int, s: DataType, d: DataType, Rv: int, Vv: int,
+               nt: bool, rows_contiguous: bool, vbytes: int) -> None:
+    """Emit the whole tile at the builder's position (pointers are to storage elements)."""
+    ssz, dsz = s.size, d.size
+    Rp, P = _pow2ceil(R), _pow2ceil(V)
+    sty = _cv.storage_ir_type(s)
+    i64 = soff.type
+
+    # 1. load rows (only Rv rows of Vv elements), zero-pad to Rp rows of P lanes
+    rows = []
+    zero_row = ir.Constant(ir.VectorType(sty, P), None)
+    for r in range(Rp):
+        ids = tuple(r * P + c for c in range(P))
+        if r >= Rv or Vv == 0:
+            rows.append(_V(zero_row, ids))
+            continue
+        off = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))
+        p = builder.gep(sptr, [off], inbounds=True)
+        if Vv < P and Vv & (Vv - 1) and _masked_native(ssz, P * ssz):
+            val = _masked_load(builder, p, ir.VectorType(sty, P), Vv, ssz)  # zeros above Vv
+        else:
+            vty = ir.VectorType(sty, Vv)
+            val = builder.load(builder.bitcast(p, vty.as_pointer()), align=ssz)
+            if Vv < P:
+                zero = ir.Constant(vty, None)
+                val = builder.shuffle_vector(val, zero,
+                                             _mask([c if c < Vv else Vv for c in range(P)]))
+        rows.append(_V(val, ids))
+
+    # 2. pack into full registers, convert first if the destination is not wider
+    N = Rp * P
+    regs = _rechunk(builder, rows, min(N, max(1, vbytes // ssz)))
+    converted = False
+    if dsz <= ssz and s != d:
+        regs = [_convert(builder, s, d, r) for r in regs]
+        regs = _rechunk(builder, regs, min(N, max(1, vbytes // dsz)))
+        converted = True
+
+    # 3. transpose network on the whole array: rotate the index by a = log2(Rp) bits
+    a, b = _log2(Rp), _log2(P)
+    if len(regs) >= 2:
+        esize = dsz if converted else ssz
+        plan = (_plan_lanes(a, b, _log2(len(regs[0])), _log2(len(regs)), esize, vbytes)
+                if vbytes < 64 and _cv._is_x86() else None)
+        if plan is not None:
+            regs = _run_plan(builder, regs, plan, esize, a, b)
+        elif a <= b:
+            for _ in range(a):
+                regs = _riffle(builder, regs)
+        else:
+            for _ in range(b):
+                regs = _unriffle(builder, regs)
+    gather = _Gather(builder, regs)
+
+    # 4. gather destination vectors, convert (widening case), store
+    dty = _cv.storage_ir_type(d)
+    md = builder.module.add_metadata([ir.Constant(_I32, 1)]) if nt else None
+
+    def store(want: list, off) -> None:
+        """Store the elements ``want`` (ids) at dst + off; odd lengths use a masked store of
+        the next power of two where the target has one (never with NT: full lines only)."""
+        n = len(want)
+        full = n
+        if n & (n - 1) and not nt and _masked_native(dsz, _pow2ceil(n) * dsz):
+            full = _pow2ceil(n)
+            want = list(want) + [want[0]] * (full - n)  # don't-care lanes
+        v = gather(want)
+        if not converted:
+            v = _convert(builder, s, d, v)
+        p = builder.gep(dptr, [off], inbounds=True)
+        if full != n:
+            _masked_store(builder, v.val, p, n, dsz)
+            return
+        vty = ir.VectorType(dty, n)
+        st = builder.store(v.val, builder.bitcast(p, vty.as_pointer()), align=64 if nt else dsz)
+        if nt:
+            st.set_metadata("nontemporal", md)
+
+    if rows_contiguous:
+        total = R * V
+        chunk = 64 // dsz if nt else max(1, vbytes // dsz)
+        for start in range(0, total, chunk):
+            n = min(chunk, total - start)
+            want = []
+            for j in range(start, start + n):
+                c, r = divmod(j, R)
+                want.append(r * P + c)
+            store(want, builder.add(doff, ir.Constant(i64, start)))
+    else:
+        for c in range(V):
+            off = builder.add(doff, builder.mul(dstride, ir.Constant(i64, c)))
+            store([r * P + c for r in range(R)], off)
+
+
+def _expect_array(ty, dt: DataType, what: str):
+    want = _cv.storage_numba_type(dt)
+    if not isinstance(ty, types.Array) or ty.ndim != 1 or ty.layout != "C":
+        raise errors.TypingError(f"tile: {what} must be a 1-D C-contiguous array of {want} "
+                                 f"({dt} storage), got {ty}")
+    if ty.dtype != want:
+        raise errors.TypingError(f"tile: {what} holds {ty.dtype}, expected {want} ({dt} storage)")
+
+
+@functools.cache
+def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: bool,
+               rows_contiguous: bool, vbytes: int):
+    s, d = as_dtype(sname), as_dtype(dname)
+    params = dict(R=R, V=V, s=s, d=d, Rv=Rv, Vv=Vv, nt=nt, rows_contiguous=rows_contiguous,
+                  vbytes=vbytes)
+
+    def impl(typingctx, src, soff, sstride, dst, doff, dstride):
+        _expect_array(src, s, "src")
+        _expect_array(dst, d, "dst")
+        if dst.mutable is False:
+            raise errors.TypingError("tile: dst is read-only")
+        for t in (soff, sstride, doff, dstride):
+            if not isinstance(t, types.Integer):
+                raise errors.TypingError(f"tile: offsets and strides must be integers, got {t}")
+        i64 = types.int64
+        sig = types.void(src, i64, i64, dst, i64, i64)
+
+        def codegen(context, builder, sig, args):
+            sa = context.make_array(sig.args[0])(context, builder, args[0])
+            da = context.make_array(sig.args[3])(context, builder, args[3])
+            _emit_tile(builder, sa.data, args[1], args[2], da.data, args[4], args[5], **params)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    name = (f"lj_tile_{R}x{V}_{sname}_{dname}"
+            + (f"_rv{Rv}" if Rv != R else "") + (f"_vv{Vv}" if Vv != V else "")
+            + ("_nt" if nt else "") + ("_rc" if rows_contiguous else "") + f"_w{vbytes}")
+    impl.__name__ = impl.__qualname__ = name
+    impl.__module__ = __name__
+    impl.tile_params = dict(params, s=sname, d=dname)  # type: ignore[attr-defined]
+    return intrinsic(impl)
+
+
+def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | None = None,
+         nt: bool = False, rows_contiguous: bool = False, vbytes: int = HOST_VECTOR_BYTES):
+    """A (memoized) Numba intrinsic ``t(src, soff, sstride, dst, doff, dstride)`` moving one
+    R x V block; see the module docstring for the exact semantics and the NT preconditions.
+
+    ``src``/``dst``: 1-D C-contiguous arrays of the storage dtypes (``DataType.storage``);
+    offsets and strides: integers in elements (cast to int64).  ``Rv``/``Vv`` (default R/V)
+    limit the rows/columns read; the rest of the block is written as zeros.
+    """
+    s, d = as_dtype(src_dt), as_dtype(dst_dt)
+    R, V = int(R), int(V)
+    if not (1 <= R <= MAX_TILE and 1 <= V <= MAX_TILE):
+        raise ValueError(f"tile: R={R}, V={V}: both must be in 1..{MAX_TILE}")
+    Rv = R if Rv is None else int(Rv)
+    Vv = V if Vv is None else int(Vv)
+    if not (0 <= Rv <= R and 0 <= Vv <= V):
+        raise ValueError(f"tile: need 0 <= Rv <= R and 0 <= Vv <= V (R={R}, V={V}, Rv={Rv}, "
+                         f"Vv={Vv})")
+    if vbytes not in (16, 32, 64):
+        raise ValueError(f"tile: vbytes={vbytes} must be 16, 32 or 64")
+    nt, rows_contiguous = bool(nt), bool(rows_contiguous)
+    if nt:
+        span = R * V * d.size if rows_contiguous else R * d.size
+        if span % 64:
+            what = "R*V*dst_size" if rows_contiguous else "R*dst_size"
+            raise ValueError(f"tile: non-temporal stores need {what} ({span} bytes) to be a "
+                             f"multiple of 64")
+    return _make_tile(R, V, str.__str__(s), str.__str__(d), Rv, Vv, nt, rows_contiguous,
+                      int(vbytes))
+
+
+def supports(src_dt, dst_dt) -> bool:
+    """Whether :func:`tile` handles this data-type pair (every pair of known types)."""
+    try:
+        as_dtype(src_dt)
+        as_dtype(dst_dt)
+    except Exception:
+        return False
+    return True
+
+
+def _sfence_impl(typingctx):
+    sig = types.void()
+
+    def codegen(context, builder, sig, args):
+        if _cv._is_x86():
+            fn = cgutils.get_or_insert_function(builder.module,
+                                                ir.FunctionType(ir.VoidType(), []),
+                                                "llvm.x86.sse.sfence")
+            builder.call(fn, [])
+        else:
+            builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_sfence_impl.__name__ = _sfence_impl.__qualname__ = "sfence"
+
+#: ``sfence()``: store fence (``llvm.x86.sse.sfence``; a seq_cst fence elsewhere).  Call it
+#: after a run of non-temporal stores, before other threads may read the data.
+sfence = intrinsic(_sfence_impl)

@@ -1,0 +1,432 @@
+"""layoutjit.simd register tiles against numpy index arithmetic.
+
+Many tile calls are grouped into a few generated njit functions to bound compile time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+pytest.importorskip("ml_dtypes")
+
+from numba.core import errors  # noqa: E402
+
+from layoutjit import simd  # noqa: E402
+from layoutjit.dtypes import as_dtype  # noqa: E402
+from layoutjit.simd import sfence, tile  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_convert import ref_direct  # noqa: E402
+
+UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+RNG = np.random.default_rng(2024)
+AVX512 = simd.HOST_VECTOR_BYTES == 64
+
+
+def rand_storage(dt: str, n: int) -> np.ndarray:
+    """Half random bit patterns (NaNs, infs, huge values), half moderate values."""
+    t = as_dtype(dt)
+    bits = RNG.integers(0, 2 ** (8 * t.size), n, dtype=np.uint64, endpoint=False) \
+        if t.size < 8 else RNG.integers(0, 2**64 - 1, n, dtype=np.uint64)
+    x = bits.astype(UINT[t.size]).view(t.storage)
+    vals = RNG.standard_normal(n) * 150
+    if dt == "f16":
+        v = vals.astype(np.float16).view(np.uint16)
+    elif dt == "bf16":
+        v = (vals.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    elif t.is_int:
+        v = np.clip(np.rint(vals), t.lowest, t.highest).astype(t.storage)
+    else:
+        v = vals.astype(t.storage)
+    x[::2] = v[::2]
+    return x
+
+
+def aligned_empty(n: int, dtype, align: int = 64) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    raw = np.empty(n * dtype.itemsize + align, np.uint8)
+    o = (-raw.ctypes.data) % align
+    return raw[o:o + n * dtype.itemsize].view(dtype)
+
+
+class Case:
+    """One tile call: parameters, buffers, expected result."""
+
+    def __init__(self, R, V, s, d, Rv=None, Vv=None, nt=False, rc=False, vbytes=None):
+        self.R, self.V, self.s, self.d = R, V, s, d
+        self.Rv = R if Rv is None else Rv
+        self.Vv = V if Vv is None else Vv
+        self.nt, self.rc = nt, rc
+        self.vbytes = simd.HOST_VECTOR_BYTES if vbytes is None else vbytes
+        self.t = tile(R, V, s, d, Rv=Rv, Vv=Vv, nt=nt, rows_contiguous=rc, vbytes=self.vbytes)
+        dsz = as_dtype(d).size
+        self.sstride = V + int(RNG.integers(0, 9))
+        self.soff = int(RNG.integers(0, 7))
+        self.src = rand_storage(s, self.soff + R * self.sstride + 8)
+        if rc:
+            self.dstride = R
+        elif nt:
+            self.dstride = R + 64 // dsz * int(RNG.integers(0, 3))
+        else:
+            self.dstride = R + int(RNG.integers(0, 5))
+        self.doff = (64 // dsz) * int(RNG.integers(0, 3)) if nt else int(RNG.integers(0, 9))
+        n = self.doff + V * self.dstride + 16
+        self.dst = aligned_empty(n, as_dtype(d).storage)
+        self.dst.view(UINT[dsz])[:] = RNG.integers(0, 2 ** (8 * dsz), n, dtype=np.uint64) \
+            .astype(UINT[dsz])
+
+    def __repr__(self):
+        return (f"{self.R}x{self.V} {self.s}->{self.d} Rv={self.Rv} Vv={self.Vv} nt={self.nt} "
+                f"rc={self.rc} w={self.vbytes}")
+
+    def expected(self, before: np.ndarray) -> np.ndarray:
+        exp = before.copy()
+        r, c = np.meshgrid(np.arange(self.R), np.arange(self.V), indexing="ij")
+        r, c = r.ravel(), c.ravel()
+        live = (r < self.Rv) & (c < self.Vv)
+        didx = self.doff + c * self.dstride + r
+        vals = np.zeros(r.size, as_dtype(self.d).storage)
+        sidx = self.soff + r[live] * self.sstride + c[live]
+        vals[live] = ref_direct(self.s, self.d, self.src[sidx])
+        exp[didx] = vals
+        return exp
+
+
+def run_group(cases: list[Case]):
+    """Compile one njit function calling every case's tile; run it; return (fn, outputs)."""
+    ns = {}
+    args = ", ".join(f"s{k}, d{k}" for k in range(len(cases)))
+    lines = [f"def group({args}):"]
+    for k, c in enumerate(cases):
+        ns[f"t{k}"] = c.t
+        lines.append(f"    t{k}(s{k}, {c.soff}, {c.sstride}, d{k}, {c.doff}, {c.dstride})")
+    lines.append("    sfence()")
+    ns["sfence"] = sfence
+    exec("\n".join(lines) + "\n", ns)
+    fn = numba.njit(ns["group"])
+    before = [c.dst.copy() for c in cases]
+    fn(*[a for c in cases for a in (c.src, c.dst)])
+    return fn, before
+
+
+def check_group(cases: list[Case], chunk: int = 12):
+    """Run the cases in njit functions of ``chunk`` tiles (LLVM time grows faster than linearly
+    with function size) and compare with numpy; return the compiled functions."""
+    bad, fns = [], []
+    for i in range(0, len(cases), chunk):
+        part = cases[i:i + chunk]
+        fn, before = run_group(part)
+        fns.append(fn)
+        for c, b in zip(part, before):
+            exp = c.expected(b)
+            u = UINT[exp.itemsize]
+            if not np.array_equal(c.dst.view(u), exp.view(u)):
+                bad.append(f"{c}: {np.count_nonzero(c.dst.view(u) != exp.view(u))} wrong")
+    assert not bad, "\n".join(bad)
+    return fns
+
+
+# ---------------------------------------------------------------------------------------------
+# The grid
+# ---------------------------------------------------------------------------------------------
+
+F32_SHAPES = [(16, 16), (8, 16), (16, 8), (32, 16), (3, 16), (16, 3), (4, 16), (1, 16), (16, 1),
+              (5, 7), (2, 2), (1, 1), (64, 4)]
+PAIRS_4B = [("f32", "f32"), ("f32", "bf16"), ("f32", "f16"), ("f32", "s8"), ("f32", "u8"),
+            ("bf16", "f32"), ("u8", "f32"), ("s32", "f32"), ("f32", "s32")]
+
+
+def _plain_cases(vbytes=None):
+    cs = []
+    for R, V in F32_SHAPES:
+        cs.append(Case(R, V, "f32", "f32", vbytes=vbytes))
+        cs.append(Case(R, V, "f32", "f32", rc=True, vbytes=vbytes))
+    for s, d in PAIRS_4B[1:]:
+        cs.append(Case(16, 16, s, d, vbytes=vbytes))
+        cs.append(Case(16, 16, s, d, rc=True, vbytes=vbytes))
+    for k, (R, V) in enumerate(((8, 16), (3, 16), (16, 3))):
+        for j, (s, d) in enumerate((("f32", "bf16"), ("bf16", "f32"), ("f32", "s8"))):
+            cs.append(Case(R, V, s, d, rc=bool((j + k) % 2), vbytes=vbytes))
+    for R, V in ((16, 32), (32, 32), (8, 32), (3, 32), (32, 8)):
+        cs.append(Case(R, V, "bf16", "bf16", vbytes=vbytes))
+        cs.append(Case(R, V, "f16", "f16", rc=True, vbytes=vbytes))
+    for R, V in ((64, 64), (16, 64), (7, 64), (64, 16), (16, 16)):
+        cs.append(Case(R, V, "u8", "u8", vbytes=vbytes))
+        cs.append(Case(R, V, "s8", "s8", rc=True, vbytes=vbytes))
+    for R, V in ((8, 8), (4, 8), (8, 3)):
+        cs.append(Case(R, V, "f64", "f64", vbytes=vbytes))
+        cs.append(Case(R, V, "f64", "f32", rc=True, vbytes=vbytes))
+    cs.append(Case(16, 16, "bf16", "f16", vbytes=vbytes))
+    cs.append(Case(16, 16, "s8", "u8", vbytes=vbytes))
+    cs.append(Case(16, 16, "u8", "s32", vbytes=vbytes))
+    cs.append(Case(16, 16, "f16", "f64", vbytes=vbytes))
+    # partial blocks: rows >= Rv and columns >= Vv become zeros
+    for (R, V, Rv, Vv, s, d) in ((16, 16, 13, 11, "f32", "f32"), (16, 16, 0, 16, "f32", "f32"),
+                                 (16, 16, 16, 0, "f32", "bf16"), (16, 16, 1, 1, "bf16", "f32"),
+                                 (32, 16, 17, 9, "f32", "s8"), (3, 16, 2, 15, "f32", "f32"),
+                                 (16, 3, 15, 2, "u8", "f32"), (64, 64, 33, 63, "u8", "u8"),
+                                 (16, 32, 9, 31, "bf16", "bf16"), (8, 16, 8, 5, "f32", "f16")):
+        cs.append(Case(R, V, s, d, Rv=Rv, Vv=Vv, vbytes=vbytes))
+        cs.append(Case(R, V, s, d, Rv=Rv, Vv=Vv, rc=True, vbytes=vbytes))
+    return cs
+
+
+def _nt_cases(vbytes=None):
+    cs = []
+    for (R, V, s, d) in ((16, 16, "f32", "f32"), (32, 16, "f32", "f32"), (16, 8, "f32", "f32"),
+                         (16, 3, "f32", "f32"), (16, 16, "bf16", "f32"), (16, 16, "u8", "f32"),
+                         (32, 32, "bf16", "bf16"), (64, 64, "u8", "u8"), (32, 16, "f32", "bf16"),
+                         (64, 16, "f32", "s8"), (8, 8, "f64", "f64")):
+        cs.append(Case(R, V, s, d, nt=True, vbytes=vbytes))
+    for (R, V, s, d) in ((16, 16, "f32", "f32"), (8, 16, "f32", "f32"), (4, 16, "f32", "f32"),
+                         (1, 16, "f32", "f32"), (16, 16, "f32", "bf16"), (16, 16, "f32", "s8"),
+                         (16, 4, "f32", "u8"), (16, 32, "bf16", "bf16"), (3, 64, "u8", "u8"),
+                         (16, 16, "bf16", "f32"), (12, 16, "f32", "f32")):
+        cs.append(Case(R, V, s, d, nt=True, rc=True, vbytes=vbytes))
+    cs.append(Case(16, 16, "f32", "f32", Rv=11, Vv=7, nt=True))
+    cs.append(Case(16, 16, "f32", "bf16", Rv=5, Vv=9, nt=True, rc=True))
+    return cs
+
+
+def test_tiles_plain():
+    check_group(_plain_cases())
+
+
+def test_tiles_plain_avx2_network():
+    """vbytes=32: the AVX2 network and 32-byte chunking (compiled for this host's ISA)."""
+    check_group(_plain_cases(vbytes=32)[::2])
+
+
+def test_tiles_sse_network():
+    check_group(_plain_cases(vbytes=16)[1::4])
+
+
+def test_tiles_nt():
+    fns = check_group(_nt_cases() + _nt_cases(vbytes=32)[::3])
+    if simd.HOST_VECTOR_BYTES >= 32:
+        for fn in fns:
+            assert "vmovnt" in fn.inspect_asm(fn.signatures[0])
+
+
+def test_tiles_without_masked_memops(monkeypatch):
+    """The odd-sized-vector load/store path used where masked loads/stores are not native."""
+    monkeypatch.setattr(simd, "_masked_native", lambda esize, nbytes: False)
+    cases = [Case(3, 16, "f32", "f32"), Case(5, 7, "f32", "s8"), Case(5, 7, "f32", "s8", rc=True),
+             Case(16, 3, "f32", "f32", Vv=2), Case(16, 16, "f32", "bf16", Rv=15, Vv=13),
+             Case(3, 32, "bf16", "bf16", Vv=29), Case(7, 64, "u8", "u8", Vv=37),
+             Case(16, 16, "bf16", "f32", Vv=11, rc=True, vbytes=32)]
+    for c in cases:  # fresh intrinsics (tile() memoizes), generated with the patch in place
+        c.t = simd._make_tile.__wrapped__(c.R, c.V, c.s, c.d, c.Rv, c.Vv, c.nt, c.rc, c.vbytes)
+    fns = check_group(cases)
+    for fn in fns:  # no masked loads/stores (masked register ops from conversions are fine)
+        asm = fn.inspect_asm(fn.signatures[0])
+        assert not re.search(r"\bv(p?maskmov|movup|movdqu)\w*\s[^\n]*\(%[^\n]*\{%k", asm)
+        assert not re.search(r"\bv(movup|movdqu)\w*\s[^\n]*\{%k[^\n]*\(%", asm)
+
+
+# ---------------------------------------------------------------------------------------------
+# Assembly checks on single tiles
+# ---------------------------------------------------------------------------------------------
+
+def _asm_of(t, s, d):
+    @numba.njit
+    def k(a, b, so, ss, do, ds):
+        t(a, so, ss, b, do, ds)
+
+    a = np.zeros(4, as_dtype(s).storage)
+    b = np.zeros(4, as_dtype(d).storage)
+    k.compile((numba.typeof(a), numba.typeof(b)) + (numba.int64,) * 4)
+    return k.inspect_asm(k.signatures[0])
+
+
+@pytest.mark.skipif(not AVX512, reason="AVX-512 host")
+def test_asm_16x16_f32():
+    plain = _asm_of(tile(16, 16, "f32", "f32"), "f32", "f32")
+    nt = _asm_of(tile(16, 16, "f32", "f32", nt=True), "f32", "f32")
+    for asm in (plain, nt):
+        assert "vmovss" not in asm                       # no scalar moves
+        assert len(re.findall(r"\bv(perm[ti]2ps|unpck[lh]p[sd]|shuff?\w*)\b", asm)) <= 64
+    assert "vmovnt" not in plain
+    assert len(re.findall(r"\bvmovnt\w+\s+%zmm", nt)) == 16
+
+
+@pytest.mark.skipif(simd.HOST_VECTOR_BYTES < 32, reason="needs AVX2+")
+def test_asm_nt_variants():
+    for args, kw in (((16, 16, "f32", "bf16"), dict(nt=True, rows_contiguous=True)),
+                     ((16, 16, "bf16", "f32"), dict(nt=True)),
+                     ((64, 64, "u8", "u8"), dict(nt=True))):
+        asm = _asm_of(tile(*args, **kw), args[2], args[3])
+        assert "vmovnt" in asm, args
+
+
+def test_network_sizes():
+    """Shuffle counts of the planned networks (LLVM IR level) stay at the known optimum."""
+    from llvmlite import ir
+
+    def count(R, V, s, d, vbytes, **kw):
+        mod = ir.Module()
+        dty = as_dtype(d)
+        fnty = ir.FunctionType(ir.VoidType(), [simd._cv.storage_ir_type(s).as_pointer(),
+                                               simd._cv.storage_ir_type(d).as_pointer()])
+        fn = ir.Function(mod, fnty, "f")
+        b = ir.IRBuilder(fn.append_basic_block())
+        i64 = ir.IntType(64)
+        simd._emit_tile(b, fn.args[0], ir.Constant(i64, 0), ir.Constant(i64, V), fn.args[1],
+                        ir.Constant(i64, 0), ir.Constant(i64, R), R=R, V=V, s=as_dtype(s),
+                        d=dty, Rv=R, Vv=V, nt=False, rows_contiguous=kw.get("rc", False),
+                        vbytes=vbytes)
+        b.ret_void()
+        return str(mod).count("shufflevector")
+
+    assert count(16, 16, "f32", "f32", 64) == 64          # 4 riffles x 16
+    # AVX2: rows split into ymm halves (32), 3 one-instruction stages x 32 (unpcklps,
+    # unpcklpd, vperm2f128 style), halves joined again for the 64-byte columns (16); LLVM folds
+    # the split/join into the loads and stores, leaving the 96 network shuffles.
+    assert count(16, 16, "f32", "f32", 32) == 32 + 3 * 32 + 16
+    assert count(8, 16, "f32", "f32", 64, rc=True) == 24
+    assert count(16, 8, "f32", "f32", 64) == 8 + 24       # pack pairs + 3 unriffles x 8
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows >= Rv and columns >= Vv are never read (guard page after the last element read)
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect via libc")
+def test_no_reads_beyond_rv_vv():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    page = mmap.PAGESIZE
+    keep = []
+    cases = []
+    for (R, V, Rv, Vv, s, d) in ((16, 16, 16, 13, "f32", "f32"), (16, 16, 9, 16, "f32", "bf16"),
+                                 (64, 64, 40, 37, "u8", "u8"), (16, 32, 16, 30, "bf16", "f32"),
+                                 (3, 16, 2, 16, "f32", "f32"), (16, 3, 16, 1, "f32", "s8")):
+        c = Case(R, V, s, d, Rv=Rv, Vv=Vv)
+        esz = as_dtype(s).size
+        need = (c.soff + (Rv - 1) * c.sstride + Vv) * esz
+        n = -(-need // page) * page
+        mm = mmap.mmap(-1, n + page)
+        buf = np.frombuffer(mm, np.uint8)
+        assert libc.mprotect(buf.ctypes.data + n, page, 0) == 0
+        start = n - need                                 # last element read ends the page
+        src = buf[start:n].view(as_dtype(s).storage)
+        src[:] = rand_storage(s, src.size)
+        c.src = src
+        keep.append((mm, buf))
+        cases.append(c)
+    check_group(cases)
+    for mm, buf in keep:                                 # make the pages writable before unmap
+        libc.mprotect(buf.ctypes.data, len(mm), 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# API checks
+# ---------------------------------------------------------------------------------------------
+
+def test_memoized_and_validation():
+    assert tile(16, 16, "f32", "f32") is tile(16, 16, as_dtype("f32"), "f32", Rv=16)
+    assert tile(16, 16, "f32", "f32") is not tile(16, 16, "f32", "f32", nt=True)
+    with pytest.raises(ValueError):
+        tile(8, 16, "f32", "f32", nt=True)               # 32-byte rows: no NT
+    tile(8, 16, "f32", "f32", nt=True, rows_contiguous=True)  # 512-byte block: fine
+    tile(3, 16, "f32", "f32", nt=True, rows_contiguous=True)  # 192 bytes = 3 lines: fine
+    with pytest.raises(ValueError):
+        tile(3, 8, "f32", "f32", nt=True, rows_contiguous=True)   # 96 bytes
+    with pytest.raises(ValueError):
+        tile(65, 16, "f32", "f32")
+    with pytest.raises(ValueError):
+        tile(16, 16, "f32", "f32", Rv=17)
+    with pytest.raises(ValueError):
+        tile(16, 16, "f32", "f32", vbytes=48)
+    assert simd.HOST_VECTOR_BYTES in (16, 32, 64)
+
+
+def test_typing_errors():
+    t = tile(4, 4, "f32", "bf16")
+
+    @numba.njit
+    def k(a, b):
+        t(a, 0, 4, b, 0, 4)
+
+    with pytest.raises(errors.TypingError):
+        k(np.zeros(16, np.float64), np.zeros(16, np.uint16))   # src is not f32 storage
+    with pytest.raises(errors.TypingError):
+        k(np.zeros(16, np.float32), np.zeros(16, np.float32))  # dst is not bf16 storage
+
+
+def test_sfence_emitted():
+    @numba.njit
+    def k(a):
+        a[0] = 1.0
+        sfence()
+
+    k(np.zeros(1))
+    if simd._cv._is_x86():
+        assert "sfence" in k.inspect_asm(k.signatures[0])
+
+
+AVX2_SCRIPT = r'''
+import re, numpy as np, numba
+from layoutjit import simd
+from layoutjit.simd import tile
+assert simd.HOST_VECTOR_BYTES == 32, simd.HOST_VECTOR_BYTES
+t1 = tile(16, 16, "f32", "f32", nt=True)
+t2 = tile(16, 16, "f32", "bf16", nt=True, rows_contiguous=True)
+t3 = tile(3, 16, "f32", "f32", Vv=13)   # masked (vmaskmovps) loads and stores
+@numba.njit
+def k(a, b, c):
+    for i in range(0, 256, 256):
+        t1(a, 0, 16, b, 0, 16)
+        t2(a, 0, 16, c, 0, 16)
+@numba.njit
+def k3(a, e):
+    t3(a, 0, 16, e, 0, 5)
+raw = np.zeros(4096, np.uint8); o = (-raw.ctypes.data) % 64
+b = raw[o:o + 1024].view(np.float32); c = raw[o + 1024:o + 1536].view(np.uint16)
+a = (np.arange(256, dtype=np.float32) * 1.37).astype(np.float32)
+k(a, b, c)
+asm = k.inspect_asm(k.signatures[0])
+nt = re.findall(r"vmovnt\w+\s+%ymm\d+, (-?\d*)\((%\w+)\)", asm)
+pairs = all({int(a[0] or 0), int(b[0] or 0)} == {int(a[0] or 0) // 64 * 64,
+                                                 int(a[0] or 0) // 64 * 64 + 32}
+            and a[1] == b[1] for a, b in zip(nt[::2], nt[1::2]))
+print("ZMM", len(re.findall("zmm", asm)), "NTY", len(nt), "PAIRED", int(pairs))
+print("B", b.tobytes().hex()); print("C", c.tobytes().hex())
+e = np.full(80, -1.0, np.float32)
+k3(a, e)
+exp = np.full(80, -1.0, np.float32)
+for col in range(16):
+    for r in range(3):
+        exp[col * 5 + r] = a[r * 16 + col] if col < 13 else 0.0
+print("E", int(np.array_equal(e, exp)),
+      int("vmaskmov" in k3.inspect_asm(k3.signatures[0])))
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not simd._cv._is_x86()
+                    or simd.HOST_VECTOR_BYTES < 32, reason="x86 with AVX2")
+def test_avx2_target_subprocess():
+    """Compiled for an AVX2-only CPU: 32-byte vectors, NT lines as two adjacent ymm stores."""
+    env = dict(os.environ, NUMBA_CPU_NAME="haswell",
+               NUMBA_CPU_FEATURES="+avx,+avx2,+f16c,+fma,+sse4.2,+sse4.1,+ssse3,+popcnt")
+    p = subprocess.run([sys.executable, "-c", AVX2_SCRIPT], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = dict(line.split(" ", 1) for line in p.stdout.strip().splitlines())
+    # no zmm; 16 columns x 64 B + one 512-byte block = 48 ymm NT stores, in adjacent pairs that
+    # fill one 64-byte line each
+    assert out["ZMM"].split() == ["0", "NTY", "48", "PAIRED", "1"], out["ZMM"]
+    assert out["E"] == "1 1", out["E"]
+    a = (np.arange(256, dtype=np.float32) * np.float32(1.37)).astype(np.float32)
+    assert bytes.fromhex(out["B"]) == a.reshape(16, 16).T.copy().tobytes()
+    assert bytes.fromhex(out["C"]) == ref_direct("f32", "bf16", a).reshape(16, 16).T.copy() \
+        .tobytes()
