@@ -205,12 +205,18 @@ class KernelWriter:
                  "from layoutjit.runtime import ptr_from_int"]
         head += list(self.ep.imports)
         if self.tiles or self.uses_nt:
-            head.append("from layoutjit.simd import tile, sfence")
+            kinds = sorted({k[0] for k in self.tiles} | ({"sfence"} if self.uses_nt else set()))
+            head.append(f"from layoutjit.simd import {', '.join(kinds)}")
+        sdt, ddt = self.ops[1].dtype, self.ops[0].dtype
         for spec, name in self.tiles.items():
-            R, V, Rv, Vv, nt, rc = spec
-            sdt, ddt = self.ops[1].dtype, self.ops[0].dtype
-            head.append(f"{name} = tile({R}, {V}, {str(sdt)!r}, {str(ddt)!r}, Rv={Rv}, Vv={Vv}, "
-                        f"nt={nt}, rows_contiguous={rc}, vbytes={p.vector_bytes})")
+            if spec[0] == "gather":
+                _, R, V, Rv, nt = spec
+                head.append(f"{name} = gather({R}, {V}, {str(sdt)!r}, {str(ddt)!r}, Rv={Rv}, nt={nt}, "
+                            f"vbytes={p.vector_bytes})")
+            else:
+                _, R, V, Rv, Vv, nt, rc = spec
+                head.append(f"{name} = tile({R}, {V}, {str(sdt)!r}, {str(ddt)!r}, Rv={Rv}, Vv={Vv}, "
+                            f"nt={nt}, rows_contiguous={rc}, vbytes={p.vector_bytes})")
         sig_args = ", ".join(
             [f"nbt.CPointer(nbt.{numba_type(self.ops[1].dtype)})",
              f"nbt.CPointer(nbt.{numba_type(self.ops[0].dtype)})",
@@ -251,7 +257,17 @@ class KernelWriter:
                 w.put(depth, f"{self.arr[k]} = nb.carray(ptr_from_int(ap[{k - 2}], np.{numba_type(op.dtype)}), ({n},))")
         for k in sorted(self.scalar_ops):
             w.put(depth, f"v{k} = {self.arr[k]}[{self.ops[k].offset0}]")
-        if self.plan.nt:
+        t = self.plan.tile
+        if self.plan.nt and t is not None and t.kind == "stream":
+            dsz = self.ops[0].dtype.size
+            w.put(depth, "dbase = dst.ctypes.data")
+            w.put(depth, f"if dbase % {dsz} == 0:")
+            self._render_jobs(depth + 1, nt=True)
+            if self.uses_nt:
+                w.put(depth + 1, "sfence()")
+            w.put(depth, "else:")
+            self._render_jobs(depth + 1, nt=False)
+        elif self.plan.nt:
             w.put(depth, "if (dst.ctypes.data & 63) == 0:")
             self._render_jobs(depth + 1, nt=True)
             if self.uses_nt:
@@ -272,7 +288,8 @@ class KernelWriter:
         if macro_job:
             assert p.tile is not None
             a = self.ir.nodes[p.tile.a]
-            exts.append(-(-a.extent // (p.tile.R * p.tile.M)))
+            per = p.chunk if p.tile.kind == "stream" else p.tile.R * p.tile.M
+            exts.append(-(-a.extent // per))
         w = self.w
         offs = [str(op.offset0) for op in self.ops]
         state: dict[int, object] = {d: ("partial", 0) for d, r in enumerate(self.ir.dims) if r.guarded}
@@ -474,18 +491,20 @@ class KernelWriter:
         self.w.put(depth, f"dst[{offs[0]}] = {expr}")
 
     # ---------------------------------------------------------------- tiles
-    def _tile_fn(self, R: int, V: int, Rv: int, Vv: int, nt: bool, rc: bool) -> str:
-        if Rv == 0 or Vv == 0:
-            Rv = Vv = 0
-        key = (R, V, Rv, Vv, nt, rc)
+    def _micro(self, key: tuple) -> str:
+        """Name of a module-level micro-kernel (simd.tile or simd.gather) with these parameters."""
+        if key[0] == "tile" and (key[3] == 0 or key[4] == 0):
+            key = key[:3] + (0, 0) + key[5:]  # all-zero tile: no reads
         if key not in self.tiles:
             self.tiles[key] = f"T{len(self.tiles)}"
-        if nt:
+        if key[0] == "tile" and key[5]:
+            self.uses_nt = True
+        if key[0] == "gather" and key[4]:
             self.uses_nt = True
         return self.tiles[key]
 
     def _range_of(self, node: Node, state: dict) -> tuple[int, int]:
-        """(valid steps, written steps) of a tile node in the current state."""
+        """(valid steps, written steps) of a micro-kernel node in the current state."""
         n = node.extent
         d = node.dim
         if d is None or d not in state:
@@ -505,20 +524,22 @@ class KernelWriter:
         t = self.plan.tile
         assert t is not None
         g = self._guard(depth, state, terms)
+        body = {"stream": self._stream_body, "lines": self._lines_body}.get(t.kind, self._tile_body)
         if g is not None:
             valid, write = g[1].split("|")
             self.w.put(depth, f"if {valid}:")
-            self._tile_body(depth + 1, offs, state, nt, group_var, zero=False)
+            body(depth + 1, offs, state, nt, group_var, zero=False)
             self.w.put(depth, f"elif {write}:")
-            self._tile_body(depth + 1, offs, state, nt, group_var, zero=True)
+            body(depth + 1, offs, state, nt, group_var, zero=True)
             return
         zero = any(s == "zero" for d, s in state.items())
-        self._tile_body(depth, offs, state, nt, group_var, zero=zero)
+        body(depth, offs, state, nt, group_var, zero=zero)
 
+    # ------------------------------------------------------ transpose and lines
     def _tile_body(self, depth: int, offs: list[str], state: dict, nt: bool,
                    group_var: str | None, zero: bool) -> None:
         t = self.plan.tile
-        assert t is not None
+        assert t is not None and t.b is not None
         A = self.ir.nodes[t.a]
         B = self.ir.nodes[t.b]
         vA, wrA = self._range_of(A, state)
@@ -527,15 +548,13 @@ class KernelWriter:
             vA = 0
         sA, dB = A.strides[1], B.strides[0]
         assert sA is not None and dB is not None
-        dsz = self.ops[0].dtype.size
-        q = max(1, 64 // dsz)
-        # A micro tiles: (start, R, Rv)
+        # row chunks: (start, rows, valid rows)
         atiles = []
         for a0 in range(0, wrA, t.R):
             R = min(t.R, wrA - a0)
             atiles.append((a0, R, _clamp(vA - a0, 0, R)))
         groups = [atiles[i:i + t.M] for i in range(0, len(atiles), t.M)]
-        # B steps: runs of identical (V, Vv)
+        # column steps: runs of identical (V, valid V)
         bsteps = []
         for c0 in range(0, wrB, t.V):
             V = min(t.V, wrB - c0)
@@ -550,8 +569,7 @@ class KernelWriter:
         def shape(gr: list) -> tuple:
             return tuple((R, Rv) for _, R, Rv in gr)
 
-        # uniform groups (same shape as group 0, consecutive) become a loop
-        nuni = 0
+        nuni = 0  # leading groups of the same shape become one loop
         while nuni < len(groups) and shape(groups[nuni]) == shape(groups[0]):
             nuni += 1
 
@@ -568,15 +586,11 @@ class KernelWriter:
                     cexpr = str(c_first)
                 for a0, R, Rv in gr:
                     aexpr = f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
-                    rc = t.rows_contiguous and R == A.extent
-                    use_nt = nt and self._tile_nt_ok(R, V, rc, dsz, q)
-                    fn = self._tile_fn(R, V, Rv, Vv, use_nt, rc)
-                    so = f"{offs[1]} + ({aexpr}) * {sA} + {cexpr}"
-                    do = f"{offs[0]} + {aexpr} + ({cexpr}) * {dB}"
-                    self.w.put(d2, f"{fn}(src, {so}, {sA}, dst, {do}, {dB})")
+                    so = f"{offs[1]} + ({aexpr}) * {sA} + ({cexpr}) * {B.strides[1]}"
+                    do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
+                    self._emit_transpose(d2, so, do, sA, dB, R, V, Rv, Vv, A, nt)
 
         if group_var is not None:
-            # the macro loop over A groups is decoded from the job index
             gsz = t.M * t.R
             first = True
             if nuni:
@@ -598,10 +612,202 @@ class KernelWriter:
         for gi in range(nuni, len(groups)):
             emit_group(depth, groups[gi], str(groups[gi][0][0]))
 
-    def _tile_nt_ok(self, R: int, V: int, rc: bool, dsz: int, q: int) -> bool:
-        if rc:
-            return (R * V) % q == 0
-        return (R * dsz) % 64 == 0
+    def _emit_transpose(self, depth: int, so: str, do: str, sA: int, dB: int, R: int, V: int,
+                        Rv: int, Vv: int, A: Node, nt: bool) -> None:
+        t = self.plan.tile
+        assert t is not None
+        dsz = self.ops[0].dtype.size
+        q = max(1, 64 // dsz)
+        rc = t.rows_contiguous and R == A.extent
+        use_nt = nt and ((R * V) % q == 0 if rc else (R * dsz) % 64 == 0)
+        fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc))
+        self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do}, {dB})")
+
+    def _lines_body(self, depth: int, offs: list[str], state: dict, nt: bool,
+                    group_var: str | None, zero: bool) -> None:
+        """Runs of node L (contiguous on both sides) transposed over rows A x columns B.
+
+        A and B may be digits of L's own (padded) dim; then the valid length of
+        a run depends on its row or column, which is computed here at compile
+        time from the constant bases of the padding specialization.
+        """
+        t = self.plan.tile
+        assert t is not None and t.b is not None and t.l is not None
+        A, B, L = (self.ir.nodes[i] for i in (t.a, t.b, t.l))
+        sA, dB = A.strides[1], B.strides[0]
+        assert sA is not None and dB is not None
+        dsz = self.ops[0].dtype.size
+
+        def base_of(n: Node) -> int | None:
+            st = state.get(n.dim) if n.dim is not None else None
+            return st[1] if isinstance(st, tuple) else None
+
+        def valid_of(n: Node) -> tuple[int, int]:
+            """(valid, written) step counts of A or B, not counting L's run inside the step."""
+            if n.dim is not None and n.dim == L.dim and base_of(n) is not None:
+                r = self.ir.dims[n.dim]
+                b = base_of(n)
+                assert b is not None
+                return (_clamp(-(-(r.valid - b) // n.weight), 0, n.extent),
+                        _clamp(-(-(r.write - b) // n.weight), 0, n.extent))
+            return self._range_of(n, state)
+
+        def run_range(r: int, c: int) -> tuple[int, int]:
+            """(valid, written) length of the run at row r, column c."""
+            if zero:
+                return 0, self._range_of(L, state)[1]
+            bl = base_of(L)
+            if bl is None:
+                return self._range_of(L, state)
+            off = bl + (r * A.weight if A.dim == L.dim else 0) + (c * B.weight if B.dim == L.dim else 0)
+            rr = self.ir.dims[L.dim]  # type: ignore[index]
+            return _clamp(rr.valid - off, 0, L.extent), _clamp(rr.write - off, 0, L.extent)
+
+        vA, wrA = valid_of(A)
+        vB, wrB = valid_of(B)
+        # columns grouped in runs of identical (column validity, run lengths of each row)
+        cols = []
+        for c in range(wrB):
+            sig = tuple(run_range(r, c) if (c < vB and r < vA) else (0, run_range(r, c)[1])
+                        for r in range(wrA)) if A.dim == L.dim or B.dim == L.dim else None
+            cols.append((c, c < vB, sig))
+        cruns: list[list] = []
+        for col in cols:
+            if cruns and cruns[-1][-1][1:] == col[1:] and cruns[-1][-1][0] + 1 == col[0]:
+                cruns[-1].append(col)
+            else:
+                cruns.append([col])
+        # rows in chunks of R (gathered runs), macro groups of M chunks
+        chunks = [(a0, min(t.R, wrA - a0)) for a0 in range(0, wrA, t.R)]
+        groups = [chunks[i:i + t.M] for i in range(0, len(chunks), t.M)]
+
+        def rows_sig(gr: list) -> tuple:
+            return tuple((R, tuple((r < vA) for r in range(a0, a0 + R)),
+                          tuple(run_range(r, 0) for r in range(a0, a0 + R)) if A.dim == L.dim else None)
+                         for a0, R in gr)
+
+        nuni = 0
+        while nuni < len(groups) and rows_sig(groups[nuni]) == rows_sig(groups[0]):
+            nuni += 1
+
+        def emit_group(dep: int, gr: list, base: str, uniform: bool) -> None:
+            for crun in cruns:
+                c_first, c_valid, _ = crun[0]
+                if len(crun) > 1:
+                    cv = self.w.var("c")
+                    self.w.put(dep, f"for {cv} in range({c_first}, {crun[-1][0] + 1}):")
+                    d2, cexpr = dep + 1, cv
+                else:
+                    d2, cexpr = dep, str(c_first)
+                for a0, R in gr:
+                    rel = a0 - gr[0][0]
+                    aexpr = f"{base} + {rel}" if base != "0" else str(a0)
+                    so = f"{offs[1]} + ({aexpr}) * {sA} + ({cexpr}) * {B.strides[1]}"
+                    do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
+                    # rows of this chunk: absolute index for validity (uniform groups share it)
+                    rows = range(a0, a0 + R)
+                    lens = [run_range(r, c_first) if (c_valid and r < vA) else (0, run_range(r, c_first)[1])
+                            for r in rows]
+                    self._emit_runs(d2, so, do, sA, L, lens, nt, dsz)
+
+        if group_var is not None:
+            gsz = t.M * t.R
+            first = True
+            if nuni:
+                self.w.put(depth, f"if {group_var} < {nuni}:")
+                emit_group(depth + 1, groups[0], f"{group_var} * {gsz}", True)
+                first = False
+            for gi in range(nuni, len(groups)):
+                self.w.put(depth, ("if " if first else "elif ") + f"{group_var} == {gi}:")
+                emit_group(depth + 1, groups[gi], str(groups[gi][0][0]), False)
+                first = False
+            return
+        if nuni > 1:
+            gv = self.w.var("g")
+            gsz = t.M * t.R
+            self.w.put(depth, f"for {gv} in range(0, {nuni * gsz}, {gsz}):")
+            emit_group(depth + 1, groups[0], gv, True)
+        elif nuni == 1:
+            emit_group(depth, groups[0], "0", False)
+        for gi in range(nuni, len(groups)):
+            emit_group(depth, groups[gi], str(groups[gi][0][0]), False)
+
+    def _emit_runs(self, depth: int, so: str, do: str, sA: int, L: Node,
+                   lens: list[tuple[int, int]], nt: bool, dsz: int) -> None:
+        """Runs r = 0..len(lens)-1 at so + r*sA -> do + r*L.extent; lens[r] = (valid, written)."""
+        R = len(lens)
+        if all(w == 0 for _, w in lens):
+            return
+        full = all(v == w == L.extent for v, w in lens)
+        if R > 1 and all(w == L.extent for _, w in lens) and \
+                all(v in (0, L.extent) for v, _ in lens) and \
+                [v for v, _ in lens] == sorted((v for v, _ in lens), reverse=True):
+            Rv = sum(1 for v, _ in lens if v)
+            use_nt = nt and (R * L.extent * dsz) % 64 == 0
+            fn = self._micro(("gather", R, L.extent, Rv, use_nt))
+            self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do})")
+            return
+        del full
+        for r, (v, wr) in enumerate(lens):
+            if wr == 0:
+                continue
+            use_nt = nt and R == 1 and wr == L.extent and (wr * dsz) % 64 == 0
+            fn = self._micro(("tile", 1, wr, 1 if v else 0, max(v, 1), use_nt, True))
+            s_r = so if r == 0 else f"{so} + {r * sA}"
+            d_r = do if r == 0 else f"{do} + {r * L.extent}"
+            self.w.put(depth, f"{fn}(src, {s_r}, 0, dst, {d_r}, 1)")
+
+    # ----------------------------------------------------------------- stream
+    def _stream_body(self, depth: int, offs: list[str], state: dict, nt: bool,
+                     group_var: str | None, zero: bool) -> None:
+        """A long run contiguous on both sides: scalar head to the next line, whole lines, tail."""
+        p = self.plan
+        t = p.tile
+        assert t is not None
+        A = self.ir.nodes[t.a]
+        vA, wrA = self._range_of(A, state)
+        if zero:
+            vA = 0
+        dsz = self.ops[0].dtype.size
+        V = t.V
+        w = self.w
+        if group_var is not None:
+            e0, e1 = w.var("e"), w.var("e")
+            w.put(depth, f"{e0} = {group_var} * {p.chunk}")
+            w.put(depth, f"{e1} = min({e0} + {p.chunk}, {wrA})")
+            lo_v, hi_v = e0, f"min({e1}, {vA})"
+            lo_z, hi_z = f"max({e0}, {vA})", e1
+        else:
+            lo_v, hi_v = "0", str(vA)
+            lo_z, hi_z = str(vA), str(wrA)
+        so, do = offs[1], offs[0]
+        if vA > 0:
+            a, b = w.var("a"), w.var("b")
+            w.put(depth, f"{a} = {lo_v}")
+            w.put(depth, f"{b} = {hi_v}")
+            if nt:
+                h = w.var("h")
+                w.put(depth, f"{h} = min({b} - {a}, ((-(dbase + ({do} + {a}) * {dsz})) & 63) // {dsz})")
+                self._scalar_range(depth, so, do, a, f"{a} + {h}")
+                w.put(depth, f"{a} = {a} + {h}")
+            fn = self._micro(("tile", 1, V, 1, V, nt, True))
+            k = w.var("k")
+            w.put(depth, f"for {k} in range({a}, {b} - {V - 1}, {V}):")
+            w.put(depth + 1, f"{fn}(src, {so} + {k}, 0, dst, {do} + {k}, 1)")
+            w.put(depth, f"{a} = {a} + ({b} - {a}) // {V} * {V}")
+            self._scalar_range(depth, so, do, a, b)
+        if wrA > vA:
+            z = w.var("z")
+            w.put(depth, f"for {z} in range({lo_z}, {hi_z}):")
+            w.put(depth + 1, f"dst[{do} + {z}] = 0")
+
+    def _scalar_range(self, depth: int, so: str, do: str, lo: str, hi: str) -> None:
+        e = self.w.var("e")
+        self.w.put(depth, f"for {e} in range({lo}, {hi}):")
+        stmts, expr = self.ep.lines(f"src[{so} + {e}]", [], f"dst[{do} + {e}]")
+        for st in stmts:
+            self.w.put(depth + 1, st)
+        self.w.put(depth + 1, f"dst[{do} + {e}] = {expr}")
 
 
 def generate(plan: Plan, epilogue: Epilogue, title: str = "") -> str:

@@ -109,14 +109,31 @@ def normalize(ir: LoopIR) -> LoopIR:
 # ------------------------------------------------------------- plan choices
 @dataclass(frozen=True)
 class TileSpec:
-    """A x B transpose by R x V register tiles, M micro tiles per macro tile."""
+    """How the innermost nodes are moved by a vector micro-kernel.
 
-    a: int  # index of node A (dst unit stride) in plan.nodes
-    b: int  # index of node B (src unit stride)
+    kind "transpose": node A (dst unit stride) x node B (src unit stride) by
+    R x V register tiles (``simd.tile``), M tiles per macro tile.
+    kind "lines": node ``l`` is contiguous on both sides (a run of elements);
+    A is the node with dst stride = run length, B the one with src stride = run
+    length: runs are transposed like elements, R runs per micro call
+    (``simd.gather`` packs R runs into whole 64-byte lines), M calls per macro.
+    kind "stream": node A is a long contiguous run on both sides, moved V
+    elements (one destination line) per call, peeled at run time so that
+    non-temporal stores hit whole aligned lines.
+    """
+
+    kind: str
+    a: int
+    b: int | None
     R: int
     V: int
     M: int
-    rows_contiguous: bool  # dst stride of B == extent of A == R: tiles write whole blocks
+    rows_contiguous: bool
+    l: int | None = None  # noqa: E741 - the run node of kind "lines"
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        return tuple(i for i in (self.a, self.b, self.l) if i is not None)
 
 
 @dataclass(frozen=True)
@@ -126,11 +143,12 @@ class Plan:
     ir: LoopIR
     tile: TileSpec | None
     parallel: int  # number of outermost loops flattened into the job range
-    jobs: int  # product of their extents
+    jobs: int  # product of their extents (and of the macro loop, when it is a job loop)
     vector_bytes: int
-    nt: bool  # tiles may use non-temporal stores (when the dst is aligned at run time)
+    nt: bool  # micro-kernels may use non-temporal stores (where alignment allows)
     bytes_moved: int
     notes: tuple[str, ...] = ()
+    chunk: int = 0  # stream: elements per job along the run (0: whole runs)
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -142,41 +160,57 @@ class Plan:
         return self.bytes_moved < PARALLEL_MIN_BYTES or self.jobs < 2
 
     def loop_order(self) -> list[int]:
-        """Indices of nodes looped over outside the tile (outermost first)."""
-        skip = set() if self.tile is None else {self.tile.a, self.tile.b}
+        """Indices of nodes looped over outside the micro-kernel (outermost first)."""
+        skip = set() if self.tile is None else set(self.tile.nodes)
         return [i for i in range(len(self.nodes)) if i not in skip]
+
+    @property
+    def macro_job(self) -> bool:
+        """Whether the micro-kernel's row groups (or stream chunks) are part of the job range."""
+        return self.parallel > len(self.loop_order())
 
     def describe(self) -> str:
         from .ir import format_ir
 
         letters = "abcdefghijkl"
-        lines = [format_ir(self.ir)]
+
+        def nm(i: int) -> str:
+            n = self.nodes[i]
+            return f"#{i} ({letters[n.dim] if n.dim is not None else '-'}, {n.extent})"
+
+        lines = [format_ir(self.ir), ""]
         order = self.loop_order()
         par = order[: self.parallel]
-        if self.tile is not None and self.parallel > len([i for i in order]):
-            par = order
-        lines.append("")
-        if self.parallel:
-            lines.append(f"parallel: {self.jobs} jobs over loops "
-                         + " x ".join(f"#{i}" for i in par)
-                         + (" and the tile's macro loop" if self.tile is not None and
-                            self.parallel > len(order) else "")
-                         + f"; {'serial' if self.serial else 'threads'}"
-                         f" (problem {self.bytes_moved} B, serial below {PARALLEL_MIN_BYTES} B)")
+        if self.jobs > 1:
+            what = " x ".join(f"#{i}" for i in par)
+            if self.macro_job:
+                what = (what + " x " if what else "") + ("the run's chunks" if self.tile and self.tile.kind == "stream"
+                                                         else "the macro tiles")
+            lines.append(f"parallel: {self.jobs} jobs over {what}; "
+                         f"{'serial' if self.serial else 'split between threads'} "
+                         f"({self.bytes_moved} B moved; serial below {PARALLEL_MIN_BYTES} B)")
         else:
-            lines.append("parallel: none (one job)")
-        if self.tile is not None:
-            t = self.tile
-            a, b = self.nodes[t.a], self.nodes[t.b]
-            lines.append(
-                f"tile: A=#{t.a} ({letters[a.dim] if a.dim is not None else '-'}, {a.extent}, dst stride 1) x "
-                f"B=#{t.b} ({letters[b.dim] if b.dim is not None else '-'}, {b.extent}, src stride 1): "
-                f"{t.R}x{t.V} register tiles, {t.M} per macro tile ({t.M * t.R} source rows read side by side)"
-                + (", writes whole blocks" if t.rows_contiguous else ""))
-            lines.append(f"stores: {'non-temporal when dst is 64-byte aligned' if self.nt else 'plain'}"
+            lines.append(f"parallel: none (one job; {self.bytes_moved} B moved)")
+        t = self.tile
+        if t is None:
+            lines.append("micro-kernel: none (element loops; contiguous inner loops are vectorized by LLVM)")
+        elif t.kind == "transpose":
+            assert t.b is not None
+            lines.append(f"micro-kernel: transpose A={nm(t.a)}, dst stride 1 x B={nm(t.b)}, src stride 1, "
+                         f"by {t.R}x{t.V} register tiles, {t.M} per macro tile "
+                         f"({t.M * t.R} source rows read side by side)"
+                         + (", each tile writes whole blocks" if t.rows_contiguous else ""))
+        elif t.kind == "lines":
+            assert t.b is not None and t.l is not None
+            lines.append(f"micro-kernel: runs of {nm(t.l)} (contiguous on both sides) transposed over "
+                         f"A={nm(t.a)} x B={nm(t.b)}, {t.R} run(s) per call, {t.M} calls per macro tile")
+        else:
+            lines.append(f"micro-kernel: stream along {nm(t.a)}, {t.V} elements (one destination line) per "
+                         f"call, head peeled at run time"
+                         + (f", {self.chunk} elements per job" if self.chunk else ""))
+        if t is not None:
+            lines.append(f"stores: {'non-temporal where a call writes whole aligned lines' if self.nt else 'plain'}"
                          f"; vector width {self.vector_bytes} B")
-        else:
-            lines.append("tile: none (element loops; contiguous inner loops are vectorized by LLVM)")
         for n in self.notes:
             lines.append(f"note: {n}")
         return "\n".join(lines)
@@ -187,39 +221,88 @@ class Plan:
 
 def _tile_supported(sdt: DataType, ddt: DataType) -> bool:
     try:
-        from . import simd  # type: ignore[attr-defined]
-    except Exception:
+        from . import simd
+    except Exception:  # pragma: no cover - simd needs llvmlite, which numba brings
         return False
-    ok = getattr(simd, "supports", None)
-    return bool(ok(sdt, ddt)) if ok is not None else True
+    return bool(simd.supports(sdt, ddt))
+
+
+def _digit_order_ok(ir: LoopIR, nodes: list[Node], n: Node) -> bool:
+    """A padded dim's node can be consumed by a micro-kernel only as its lightest digit."""
+    if n.dim is None or not ir.dims[n.dim].guarded:
+        return True
+    return n.weight == 1 and not any(m.dim == n.dim and m is not n and m.weight < n.weight for m in nodes)
+
+
+def _lines_digits_ok(ir: LoopIR, nodes: list[Node], a: Node, b: Node, run: Node) -> bool:
+    """Rows A and columns B may share the run's padded dim (as its next-heavier digit), not each other's."""
+    guarded = [n for n in (a, b, run) if n.dim is not None and ir.dims[n.dim].guarded]
+    dims = [n.dim for n in guarded]
+    if len(dims) != len(set(dims)):
+        if a.dim == b.dim:
+            return False
+        other = a if a.dim == run.dim else b
+        # the run is the lightest digit, the other node the next one, every other digit heavier
+        if run.weight != 1 or other.weight != run.extent:
+            return False
+        return not any(m.dim == run.dim and m is not run and m is not other and m.weight < other.weight
+                       for m in nodes)
+    return all(_digit_order_ok(ir, nodes, n) for n in guarded)
 
 
 def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True) -> tuple[LoopIR, TileSpec | None, list[str]]:
-    """Pick the transpose tile (A: dst unit stride, B: src unit stride), if any."""
+    """Pick the micro-kernel for the innermost nodes, if any (see TileSpec)."""
     notes: list[str] = []
     nodes = list(ir.nodes)
-    if not allow or len(nodes) < 2 or vbytes < 16:
+    if not allow or not nodes or vbytes < 16:
         return ir, None, notes
     dst, src = ir.operands[0], ir.operands[1]
-    ia = next((i for i, n in enumerate(nodes) if n.strides[0] == 1), None)
-    ib = next((i for i, n in enumerate(nodes) if n.strides[1] == 1), None)
-    if ia is None or ib is None or ia == ib:
-        return ir, None, notes
-    a, b = nodes[ia], nodes[ib]
-    if a.extent < 2 or b.extent < 2:
-        return ir, None, notes
     if not _tile_supported(src.dtype, dst.dtype):
-        notes.append(f"no register tile for {src.dtype}->{dst.dtype}")
-        return ir, None, notes
-    # padding splits need each guarded dim's other digits to be heavier (entered first)
-    for n in (a, b):
-        if n.dim is not None and ir.dims[n.dim].guarded:
-            if n.weight != 1 or any(m.dim == n.dim and m is not n and m.weight < n.weight for m in nodes):
-                notes.append("transpose node carries padding in an unusual digit order; element loops")
-                return ir, None, notes
-    if a.dim is not None and a.dim == b.dim and ir.dims[a.dim].guarded:
+        notes.append(f"no vector micro-kernel for {src.dtype}->{dst.dtype}")
         return ir, None, notes
     ssz, dsz = src.dtype.size, dst.dtype.size
+    ia = next((i for i, n in enumerate(nodes) if n.strides[0] == 1), None)
+    ib = next((i for i, n in enumerate(nodes) if n.strides[1] == 1), None)
+    if ia is None or ib is None:
+        return ir, None, notes
+    if ia != ib:
+        return _transpose(ir, nodes, ia, ib, vbytes, ssz, dsz, notes)
+    run = nodes[ia]
+    if not _digit_order_ok(ir, nodes, run):
+        return ir, None, notes
+    run_bytes = run.extent * dsz
+    ia2 = next((i for i, n in enumerate(nodes) if i != ia and n.strides[0] == run.extent), None)
+    ib2 = next((i for i, n in enumerate(nodes) if i != ia and n.strides[1] == run.extent), None)
+    if (ia2 is not None and ib2 is not None and ia2 != ib2 and run_bytes <= 128
+            and nodes[ia2].strides[1] is not None and nodes[ib2].strides[0] is not None
+            and _lines_digits_ok(ir, nodes, nodes[ia2], nodes[ib2], run)):
+        a, b = nodes[ia2], nodes[ib2]
+        G = 64 // run_bytes if run_bytes < 64 and 64 % run_bytes == 0 else 1
+        G = min(G, a.extent)
+        M = max(1, min(-(-a.extent // G), READ_STREAMS_BLOCKED // G))
+        rest = [n for i, n in enumerate(nodes) if i not in (ia, ia2, ib2)]
+        nodes2 = rest + [a, b, run]
+        k = len(rest)
+        rc = b.strides[0] == a.extent * run.extent
+        return ir.with_nodes(nodes2, "choose_tile"), TileSpec("lines", k, k + 1, G, 1, M, rc, k + 2), notes
+    if run_bytes >= 64:
+        rest = [n for i, n in enumerate(nodes) if i != ia]
+        V = max(1, 64 // dsz)
+        return ir.with_nodes(rest + [run], "choose_tile"), TileSpec("stream", len(rest), None, 1, V, 1, True), notes
+    return ir, None, notes
+
+
+def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz: int, dsz: int,
+               notes: list[str]) -> tuple[LoopIR, TileSpec | None, list[str]]:
+    a, b = nodes[ia], nodes[ib]
+    if a.extent < 2 or b.extent < 2 or a.strides[1] is None or b.strides[0] is None:
+        return ir, None, notes
+    for n in (a, b):
+        if not _digit_order_ok(ir, nodes, n):
+            notes.append("transpose node carries padding in an unusual digit order; element loops")
+            return ir, None, notes
+    if a.dim is not None and a.dim == b.dim and ir.dims[a.dim].guarded:
+        return ir, None, notes
     V = min(b.extent, max(1, vbytes // ssz))
     row_elems = max(1, 64 // dsz)  # elements of one 64-byte output row
     rows_contig = b.strides[0] == a.extent
@@ -232,23 +315,28 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True) -> tuple[LoopIR, Ti
     # fewer streams than a full transpose (measured on Zen 5: 16 vs 32).
     streams = READ_STREAMS_BLOCKED if rows_contig else READ_STREAMS
     M = max(1, min(-(-a.extent // R), streams // R))
-    # keep A and B at the end of the node list in a fixed order: outer..., A, B
     rest = [n for i, n in enumerate(nodes) if i not in (ia, ib)]
     nodes2 = rest + [a, b]
-    spec = TileSpec(len(rest), len(rest) + 1, R, V, M, rows_contig)
+    spec = TileSpec("transpose", len(rest), len(rest) + 1, R, V, M, rows_contig)
     return ir.with_nodes(nodes2, "choose_tile"), spec, notes
 
 
-def choose_parallel(ir: LoopIR, tile: TileSpec | None, bytes_moved: int) -> tuple[int, int]:
-    """How many outermost loops to flatten into the job range, and the job count.
+STREAM_CHUNK_BYTES = 64 * 1024
+
+
+def choose_parallel(ir: LoopIR, tile: TileSpec | None, bytes_moved: int) -> tuple[int, int, int]:
+    """(loops flattened into the job range, job count, stream chunk elements).
 
     Small problems get one job (no index decoding at all); larger ones get at
-    least ``MIN_JOBS`` jobs when the loops allow, for load balance.
+    least ``MIN_JOBS`` jobs when the loops allow, for load balance; when the
+    outer loops are too few, the micro-kernel's macro loop (or a stream's run,
+    cut into chunks) joins the job range.
     """
     if bytes_moved < PARALLEL_MIN_BYTES:
-        return 0, 1
+        return 0, 1, 0
     want = min(MIN_JOBS, max(2, bytes_moved // (16 * 1024)))
-    order = [i for i in range(len(ir.nodes)) if tile is None or i not in (tile.a, tile.b)]
+    skip = set(tile.nodes) if tile is not None else set()
+    order = [i for i in range(len(ir.nodes)) if i not in skip]
     if tile is None and order:
         order = order[:-1]  # keep the innermost loop inside each job
     jobs = 1
@@ -260,11 +348,18 @@ def choose_parallel(ir: LoopIR, tile: TileSpec | None, bytes_moved: int) -> tupl
         k += 1
     if tile is not None and jobs < want and k == len(order):
         a = ir.nodes[tile.a]
-        groups = -(-a.extent // (tile.R * tile.M))
-        if groups > 1:
-            jobs *= groups
-            k += 1  # the tile's macro loop over A becomes a job loop too
-    return k, jobs
+        if tile.kind == "stream":
+            esz = ir.operands[0].dtype.size + ir.operands[1].dtype.size
+            chunk = max(tile.V, STREAM_CHUNK_BYTES // esz // tile.V * tile.V)
+            chunk = max(chunk, -(-a.extent // (want // jobs + 1)) // tile.V * tile.V or tile.V)
+            groups = -(-a.extent // chunk)
+            if groups > 1:
+                return k + 1, jobs * groups, chunk
+        else:
+            groups = -(-a.extent // (tile.R * tile.M))
+            if groups > 1:
+                return k + 1, jobs * groups, 0
+    return k, jobs, 0
 
 
 def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None) -> Plan:
@@ -276,23 +371,31 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None)
     total = ir.total
     dst_bytes = total * dst.dtype.size
     moved = total * (dst.dtype.size + ir.operands[1].dtype.size)
-    parallel, jobs = choose_parallel(ir, tile, moved)
-    nt = tile is not None and dst_bytes >= NT_MIN_BYTES and _nt_possible(ir, tile, parallel)
-    return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes))
+    parallel, jobs, chunk = choose_parallel(ir, tile, moved)
+    nt = tile is not None and dst_bytes >= NT_MIN_BYTES and _nt_possible(ir, tile)
+    return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes), chunk)
 
 
-def _nt_possible(ir: LoopIR, tile: TileSpec, parallel: int) -> bool:
-    """Static part of the NT test: every tile's rows can start on a 64-byte line."""
+def _nt_possible(ir: LoopIR, tile: TileSpec) -> bool:
+    """Static part of the NT test: the micro-kernel's lines can start on 64-byte boundaries."""
     dst = ir.operands[0]
-    q = max(1, 64 // dst.dtype.size)
+    dsz = dst.dtype.size
+    q = max(1, 64 // dsz)
+    if tile.kind == "stream":
+        return True  # peeled at run time
     if dst.offset0 % q:
         return False
     for i, n in enumerate(ir.nodes):
-        if i in (tile.a, tile.b):
+        if i in tile.nodes:
             continue
         if n.strides[0] % q:
             return False
+    assert tile.b is not None
     b = ir.nodes[tile.b]
+    if tile.kind == "lines":
+        assert tile.l is not None
+        run = ir.nodes[tile.l]
+        return (tile.R * run.extent) % q == 0 and b.strides[0] % q == 0
     if tile.rows_contiguous:
         return (tile.R * tile.V) % q == 0
     return b.strides[0] % q == 0 and tile.R % q == 0

@@ -1,0 +1,202 @@
+"""Smoke tests of the performance harness in ``perf/`` (``python -m perf``).
+
+They pass whether or not ``layoutjit.compile_reorder`` exists (its column is
+then reported unavailable) and whether or not torch / oneDNN are installed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import layoutjit as lj
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from perf import cases as C  # noqa: E402
+from perf import layout as L  # noqa: E402
+from perf.buffers import aligned_empty, compare_outputs  # noqa: E402
+from perf.peers import numpy_reorder  # noqa: E402
+from perf.runner import make_source  # noqa: E402
+
+try:
+    import ml_dtypes
+
+    BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover
+    BF16 = None
+
+
+# ----------------------------------------------------------------- reference
+def elem_offset(md, pos) -> int:
+    """Element offset of logical index ``pos`` from MemoryDesc fields (oneDNN's off_v)."""
+    p = list(pos)
+    off = md.offset0
+    bs = 1
+    for blk, d in zip(reversed(md.inner_blks), reversed(md.inner_idxs)):
+        off += (p[d] % blk) * bs
+        p[d] //= blk
+        bs *= blk
+    return off + sum(i * s for i, s in zip(p, md.strides))
+
+
+def convert(x: np.ndarray, dt: str) -> np.ndarray:
+    if dt == "f32":
+        return x.astype(np.float32)
+    if dt == "bf16":
+        return x.astype(BF16).view(np.uint16)
+    if dt == "s8":
+        return np.clip(np.rint(x), -128, 127).astype(np.int8)
+    raise AssertionError(dt)
+
+
+def reference_reorder(src_md, dst_md, src: np.ndarray) -> np.ndarray:
+    """Element by element: dst[off_dst(x)] = convert(src[off_src(x)]); everything else 0."""
+    dst = np.zeros(dst_md.get_size() // dst_md.dtype.size, dst_md.dtype.storage)
+    idx = list(itertools.product(*[range(n) for n in src_md.dims]))
+    so = np.array([elem_offset(src_md, i) for i in idx], dtype=np.int64)
+    do = np.array([elem_offset(dst_md, i) for i in idx], dtype=np.int64)
+    assert len(set(do.tolist())) == len(do)
+    dst[do] = convert(src[so], str(dst_md.dtype))
+    return dst
+
+
+PAIRS = [((2, 17, 5, 3), "nchw", "nChw16c", "f32", "f32"),
+         ((2, 17, 5, 3), "nChw16c", "nhwc", "f32", "f32"),
+         ((2, 20, 3, 2), "nChw8c", "nChw16c", "f32", "f32"),
+         ((2, 20, 3, 2), "nChw16c", "nChw8c", "f32", "f32"),
+         ((20, 17, 3, 3), "oihw", "OIhw4i16o4i", "f32", "f32"),
+         ((33, 20, 1, 2), "OIhw16i16o", "OIhw4i16o4i", "f32", "f32"),
+         ((3, 17, 20, 3, 3), "goihw", "gOIhw16i16o", "f32", "f32"),
+         ((2, 5, 3, 4, 3), "ncdhw", "ndhwc", "f32", "f32"),
+         ((13, 7), "ab", "ba", "f32", "f32"),
+         ((2, 3, 7), "ncw", "nwc", "f32", "f32"),
+         ((2, 17, 5, 3), "nchw", "nChw8c", "f32", "bf16"),
+         ((2, 33, 3, 3), "nhwc", "nChw16c", "f32", "s8"),
+         ((2, 8, 3, 3), "nhwc", "nhwc", "f32", "s8")]
+
+
+@pytest.mark.parametrize("dims,st,dt,sdt,ddt", PAIRS + [
+    (c.dims, c.src_tag, c.dst_tag, c.src_dtype, c.dst_dtype) for c in C.SMOKE_CASES])
+def test_numpy_peer_matches_elementwise_reference(dims, st, dt, sdt, ddt):
+    if ddt == "bf16" and BF16 is None:
+        pytest.skip("ml_dtypes not installed")
+    smd = lj.MemoryDesc(list(dims), sdt, st)
+    dmd = lj.MemoryDesc(list(dims), ddt, dt)
+    src = make_source(smd, seed=7)
+    dst = aligned_empty(dmd.get_size(), dmd.dtype.storage)
+    dst.view(np.uint8).fill(0xA5)  # garbage: padding must be zeroed by the peer
+    numpy_reorder(smd, dmd, src, dst, bf16=BF16).fn()
+    ref = reference_reorder(smd, dmd, src)
+    assert compare_outputs(ref, dst, ddt)["status"] == "exact"
+
+
+def test_range_boxes_cover_exactly():
+    weights = [1, 4, 16]
+    for lo, hi in [(0, 17), (3, 45), (5, 6), (16, 32), (0, 64), (17, 100)]:
+        got = []
+        for box in L.range_boxes(lo, hi, weights):
+            ranges = [range(s, s + n) for s, n in box]
+            for digits in itertools.product(*ranges):
+                got.append(sum(d * w for d, w in zip(digits, weights)))
+        assert sorted(got) == list(range(lo, hi))
+
+
+def test_padding_boxes_are_exactly_the_padding():
+    md = lj.MemoryDesc([3, 17, 2, 5], "f32", "OIhw4i16o4i")
+    n = md.get_size() // 4
+    mark = np.zeros(n, np.int32)
+    for b in L.padding_boxes(md):
+        L.np_view(mark, b, 0)[...] += 1
+    for i in itertools.product(*[range(k) for k in md.dims]):
+        mark[elem_offset(md, i)] += 10
+    assert set(np.unique(mark).tolist()) <= {1, 10}  # each position once, padding or logical
+    assert (mark == 10).sum() == md.nelems
+
+
+def test_case_list():
+    names = [c.name for c in C.CASES + C.SMOKE_CASES]
+    assert len(names) == len(set(names))
+    quick = C.select(mode="quick")
+    assert quick and all(c.quick and not c.huge for c in quick)
+    groups = {c.group for c in C.CASES}
+    assert {"transpose", "blocked", "weights", "convert", "small", "image", "padding"} <= groups
+    sizes = {}
+    for c in C.CASES:
+        sb, db = C.case_bytes(c)
+        sizes[c.name] = (sb, db)
+        if c.group == "small":
+            assert max(sb, db) <= 64 * 1024, c.name
+    assert any(c.huge and sum(sizes[c.name]) >= 2 << 30 for c in C.CASES)
+    assert C.select(mode="quick", substring="small")
+
+
+def test_onednn_header_enums():
+    from perf.onednn import DnnlError, OneDNN
+
+    try:
+        d = OneDNN()
+    except DnnlError as e:
+        pytest.skip(f"oneDNN unavailable: {e}")
+    tags = d.format_tags
+    assert tags["dnnl_nChw16c"] == tags["dnnl_aBcd16b"]
+    assert tags["dnnl_nchw"] == tags["dnnl_abcd"]
+    assert d.data_types["dnnl_f32"] == 3
+    md, _ = d.memory_desc([2, 17, 5, 3], "f32", "nChw16c")
+    assert d.md_size(md) == lj.MemoryDesc([2, 17, 5, 3], "f32", "nChw16c").get_size()
+    d.destroy_md(md)
+
+
+def test_smoke_run_writes_json(tmp_path):
+    out = tmp_path / "perf"
+    cmd = [sys.executable, "-m", "perf", "--smoke", "--out", str(out), "--threads", "1,2",
+           "--cases", "smoke_nchw-nChw16c_c17,smoke_oihw,smoke_f32-s8"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    doc = json.loads((out / "results.json").read_text())
+    for key in ("machine", "software", "settings", "peers", "cases", "summary", "definitions"):
+        assert key in doc
+    assert doc["mode"] == "smoke"
+    assert doc["machine"]["logical_cpus"] >= 1
+    assert "numba_threading_layer" in doc["software"]
+    peers = doc["peers"]
+    assert set(peers) == {"layoutjit", "numpy", "torch", "onednn"}
+    assert peers["numpy"]["available"]
+    for info in peers.values():
+        assert info["available"] or info["note"]  # unavailable peers say why
+    has_lj = hasattr(lj, "compile_reorder")
+    assert peers["layoutjit"]["available"] == has_lj
+    assert len(doc["cases"]) == 3
+    thr = [1, 2] if doc["software"]["numba_num_threads"] >= 2 else [1]
+    for c in doc["cases"]:
+        assert "error" not in c, c.get("error")
+        assert c["src_bytes"] > 0 and c["dst_bytes"] > 0
+        assert c["copy_bytes"] == (c["src_bytes"] + c["dst_bytes"]) // 2
+        assert c["verify"]["numpy"]["status"] == "reference"
+        for n, v in c["verify"].items():
+            assert v["status"] in ("reference", "exact", "within_rules"), (c["name"], n, v)
+        assert [r["threads"] for r in c["results"]] == thr
+        for r in c["results"]:
+            assert r["copy"]["median_s"] > 0
+            names = set(r["contenders"])
+            assert "numpy" in names
+            assert ("layoutjit" in names) == (has_lj and "layoutjit" not in c["peer_errors"])
+            for n, v in r["contenders"].items():
+                assert v["median_s"] > 0 and v["ratio"] > 0 and len(v["times_s"]) >= 1
+                assert r["ratios"][f"{n}/copy"] == pytest.approx(v["ratio"])
+    s = doc["summary"]["by_threads"]
+    assert set(s) == {str(t) for t in thr}
+    assert (out / "table.txt").exists()
+    try:
+        import matplotlib  # noqa: F401
+
+        assert (out / "ratio_to_copy.png").exists() and (out / "time_vs_size.png").exists()
+    except ImportError:
+        pass
