@@ -31,8 +31,31 @@ from .ir import LoopIR, Node
 
 # Problems moving fewer bytes than this run in one serial call (no thread launch).
 PARALLEL_MIN_BYTES = int(os.environ.get("LAYOUTJIT_PARALLEL_MIN_BYTES", 256 * 1024))
-# Destinations at least this large use non-temporal stores where a tile writes whole lines.
-NT_MIN_BYTES = int(os.environ.get("LAYOUTJIT_NT_MIN_BYTES", 2 * 1024 * 1024))
+def llc_bytes() -> int:
+    """Size of the last-level cache (sysfs), 32 MiB when unknown."""
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            try:
+                with open(os.path.join(base, entry, "size")) as f:
+                    text = f.read().strip()
+            except OSError:
+                continue
+            mult = {"K": 1024, "M": 1024 * 1024, "G": 1024 ** 3}.get(text[-1:], 1)
+            num = text[:-1] if text[-1:] in "KMG" else text
+            if num.isdigit():
+                best = max(best, int(num) * mult)
+    except OSError:
+        pass
+    return best or 32 * 1024 * 1024
+
+
+# Problems whose traffic (src + dst bytes) exceeds this use non-temporal stores where a
+# micro-kernel writes whole lines. Measured on Zen 5: NT stores win even for buffers that
+# stay in the last-level cache (a transpose's scattered plain stores wait on ownership
+# reads), and lose only when everything fits in L2.
+NT_MIN_BYTES = int(os.environ.get("LAYOUTJIT_NT_MIN_BYTES", 1024 * 1024))
 # Read ~this many source rows side by side in a transpose (the L2 streamer's sweet spot).
 READ_STREAMS = int(os.environ.get("LAYOUTJIT_READ_STREAMS", 32))
 READ_STREAMS_BLOCKED = int(os.environ.get("LAYOUTJIT_READ_STREAMS_BLOCKED", 16))
@@ -306,8 +329,8 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     V = min(b.extent, max(1, vbytes // ssz))
     row_elems = max(1, 64 // dsz)  # elements of one 64-byte output row
     rows_contig = b.strides[0] == a.extent
-    if rows_contig and a.extent <= 64:
-        R = a.extent  # the whole block: tiles write R*V contiguous elements
+    if rows_contig and a.extent <= row_elems:
+        R = a.extent  # a whole block (at most one line): tiles write R*V contiguous elements
     else:
         R = min(a.extent, row_elems, 32)
         rows_contig = rows_contig and R == a.extent
@@ -369,10 +392,9 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None)
     ir, tile, notes = choose_tile(ir, vb, allow_tile)
     dst = ir.operands[0]
     total = ir.total
-    dst_bytes = total * dst.dtype.size
     moved = total * (dst.dtype.size + ir.operands[1].dtype.size)
     parallel, jobs, chunk = choose_parallel(ir, tile, moved)
-    nt = tile is not None and dst_bytes >= NT_MIN_BYTES and _nt_possible(ir, tile)
+    nt = tile is not None and moved >= NT_MIN_BYTES and _nt_possible(ir, tile)
     return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes), chunk)
 
 

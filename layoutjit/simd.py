@@ -52,6 +52,14 @@ consecutive full 64-byte vectors.  A 64-byte store is written as one vector even
 ``vbytes == 32``, which LLVM splits into two adjacent 32-byte stores (never half-line NT stores).
 NT stores to unaligned addresses fault (#GP): check alignment at run time before choosing an
 ``nt`` variant.  Call :func:`sfence` at the end of each parallel chunk that used NT stores.
+
+:func:`gather` is the transpose-free sibling for layouts that are both contiguous only in short
+runs (nChw16c -> nChw8c: runs of 8 f32; nhwc -> nChw16c: runs of 16): it packs R source rows of
+V elements into R*V contiguous destination elements, so that a kernel can write whole 64-byte
+lines (and use NT stores) from runs shorter than a line::
+
+    g = gather(2, 8, "f32", "f32", nt=True)        # two 32-byte runs -> one 64-byte line
+    g(src, soff, sstride, dst, doff)               # dst[doff + r*8 + c] = src[soff + r*sstride + c]
 """
 
 from __future__ import annotations
@@ -66,7 +74,8 @@ from numba.extending import intrinsic
 from . import convert as _cv
 from .dtypes import DataType, as_dtype
 
-__all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "tile", "sfence", "supports", "MAX_TILE"]
+__all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "tile", "gather", "sfence", "supports",
+           "MAX_TILE"]
 
 _I32 = ir.IntType(32)
 
@@ -501,13 +510,14 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
             store([r * P + c for r in range(R)], off)
 
 
-def _expect_array(ty, dt: DataType, what: str):
+def _expect_array(ty, dt: DataType, what: str, who: str = "tile"):
     want = _cv.storage_numba_type(dt)
     if not isinstance(ty, types.Array) or ty.ndim != 1 or ty.layout != "C":
-        raise errors.TypingError(f"tile: {what} must be a 1-D C-contiguous array of {want} "
+        raise errors.TypingError(f"{who}: {what} must be a 1-D C-contiguous array of {want} "
                                  f"({dt} storage), got {ty}")
     if ty.dtype != want:
-        raise errors.TypingError(f"tile: {what} holds {ty.dtype}, expected {want} ({dt} storage)")
+        raise errors.TypingError(f"{who}: {what} holds {ty.dtype}, expected {want} "
+                                 f"({dt} storage)")
 
 
 @functools.cache
@@ -574,6 +584,169 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
                              f"multiple of 64")
     return _make_tile(R, V, str.__str__(s), str.__str__(d), Rv, Vv, nt, rows_contiguous,
                       int(vbytes))
+
+
+# ---------------------------------------------------------------------------------------------
+# Row gathers: pack R short source rows into R*V contiguous destination elements (no transpose)
+# ---------------------------------------------------------------------------------------------
+
+def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
+                 *, R: int, V: int, s: DataType, d: DataType, Rv: int, nt: bool, vbytes: int
+                 ) -> None:
+    """Emit one :func:`gather` at the builder's position (pointers are to storage elements).
+
+    Element (r, c) has id ``r*V + c``, which is also its destination offset from ``doff``.
+    Source rows are loaded as pieces of U lanes (U = one register, or V rounded up to a power
+    of two for rows shorter than a register; lanes past the row hold no id); every destination
+    chunk of ``vbytes`` bytes is then built from the pieces holding its ids (for short rows a
+    concatenation: one two-source shuffle per pair of rows), converted and stored.  With NT
+    stores a whole 64-byte line is converted first and then cut into ``vbytes`` parts: a
+    narrowing conversion stored directly in 16/32-byte parts would be folded by LLVM into a
+    temporal truncating store (AVX-512 ``vpmovdw mem``, F16C ``vcvtps2ph mem``), dropping NT.
+    """
+    ssz, dsz = s.size, d.size
+    sty, dty = _cv.storage_ir_type(s), _cv.storage_ir_type(d)
+    i64 = soff.type
+    L = max(1, vbytes // ssz)                    # source lanes per register
+    U = L if V >= L else _pow2ceil(V)            # lanes per loaded piece
+    uty = ir.VectorType(sty, U)
+
+    def widen(val: ir.Value, w: int) -> ir.Value:
+        """Lanes [0, w) of val, then undefined lanes up to U."""
+        if w == U:
+            return val
+        undef = ir.Constant(val.type, ir.Undefined)
+        return builder.shuffle_vector(val, undef, _mask([i if i < w else w for i in range(U)]))
+
+    # 1. load the pieces of the live rows; rows >= Rv are zeros (never read)
+    regs = []
+    for r in range(R):
+        rbase = None
+        for p0 in range(0, V, U):
+            k = min(U, V - p0)
+            ids = tuple(r * V + p0 + j if j < k else None for j in range(U))
+            if r >= Rv:
+                regs.append(_V(ir.Constant(uty, None), ids))
+                continue
+            if rbase is None:
+                rbase = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r))) if r \
+                    else soff
+            off = builder.add(rbase, ir.Constant(i64, p0)) if p0 else rbase
+            p = builder.gep(sptr, [off], inbounds=True)
+            kp = _pow2ceil(k)
+            if k & (k - 1) and _masked_native(ssz, kp * ssz):
+                val = widen(_masked_load(builder, p, ir.VectorType(sty, kp), k, ssz), kp)
+            else:  # a legal (power-of-two) vector, or an odd-sized one that LLVM splits
+                vty = ir.VectorType(sty, k)
+                val = widen(builder.load(builder.bitcast(p, vty.as_pointer()), align=ssz), k)
+            regs.append(_V(val, ids))
+    gather = _Gather(builder, regs)
+
+    # 2. destination chunks of one register (NT: a 64-byte line is 64 // vbytes of them,
+    #    stored back to back), converted after the gather
+    N = R * V
+    chunk = max(1, vbytes // dsz)
+    if nt:
+        md = builder.module.add_metadata([ir.Constant(_I32, 1)])
+        line = 64 // dsz
+        vty = ir.VectorType(dty, chunk)
+        for start in range(0, N, line):
+            v = _convert(builder, s, d, gather(list(range(start, start + line))))
+            for j in range(0, line, chunk):
+                part = _shuffle(builder, v, None, list(range(j, j + chunk))).val
+                off = builder.add(doff, ir.Constant(i64, start + j)) if start + j else doff
+                p = builder.bitcast(builder.gep(dptr, [off], inbounds=True), vty.as_pointer())
+                st = builder.store(part, p, align=64 if j == 0 else (j * dsz) & -(j * dsz))
+                st.set_metadata("nontemporal", md)
+        return
+    for start in range(0, N, chunk):
+        n = min(chunk, N - start)
+        want = list(range(start, start + n))
+        full = n
+        if n & (n - 1) and _masked_native(dsz, _pow2ceil(n) * dsz):
+            full = _pow2ceil(n)
+            want += [want[0]] * (full - n)       # don't-care lanes
+        v = _convert(builder, s, d, gather(want))
+        off = builder.add(doff, ir.Constant(i64, start)) if start else doff
+        p = builder.gep(dptr, [off], inbounds=True)
+        if full != n:
+            _masked_store(builder, v.val, p, n, dsz)
+            continue
+        vty = ir.VectorType(dty, n)
+        builder.store(v.val, builder.bitcast(p, vty.as_pointer()), align=dsz)
+
+
+@functools.cache
+def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbytes: int):
+    s, d = as_dtype(sname), as_dtype(dname)
+    params = dict(R=R, V=V, s=s, d=d, Rv=Rv, nt=nt, vbytes=vbytes)
+
+    def impl(typingctx, src, soff, sstride, dst, doff):
+        _expect_array(src, s, "src", "gather")
+        _expect_array(dst, d, "dst", "gather")
+        if dst.mutable is False:
+            raise errors.TypingError("gather: dst is read-only")
+        for t in (soff, sstride, doff):
+            if not isinstance(t, types.Integer):
+                raise errors.TypingError(f"gather: offsets and strides must be integers, "
+                                         f"got {t}")
+        i64 = types.int64
+        sig = types.void(src, i64, i64, dst, i64)
+
+        def codegen(context, builder, sig, args):
+            sa = context.make_array(sig.args[0])(context, builder, args[0])
+            da = context.make_array(sig.args[3])(context, builder, args[3])
+            _emit_gather(builder, sa.data, args[1], args[2], da.data, args[4], **params)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    name = (f"lj_gather_{R}x{V}_{sname}_{dname}" + (f"_rv{Rv}" if Rv != R else "")
+            + ("_nt" if nt else "") + f"_w{vbytes}")
+    impl.__name__ = impl.__qualname__ = name
+    impl.__module__ = __name__
+    impl.gather_params = dict(params, s=sname, d=dname)  # type: ignore[attr-defined]
+    return intrinsic(impl)
+
+
+def gather(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, nt: bool = False,
+           vbytes: int = HOST_VECTOR_BYTES):
+    """A (memoized) Numba intrinsic ``g(src, soff, sstride, dst, doff)`` packing R source rows
+    of V contiguous elements into R*V contiguous destination elements, without a transpose::
+
+        dst[doff + r*V + c] = convert(src[soff + r*sstride + c])   if r < Rv
+                            = 0 (of the dst type)                  otherwise
+
+    for r in [0, R), c in [0, V); rows r >= Rv (default Rv = R) are never read, nor is
+    anything past the V elements of a row (odd rows: masked or odd-sized vector loads).
+    Conversions are those of :func:`tile` (``convert.vec_convert``).  ``R = 1`` is a vector
+    copy of one run (``gather(1, 64 // dst_size, s, d, nt=True)`` writes one full line).
+
+    Rows that are a multiple of ``vbytes`` load straight into registers; shorter rows are
+    concatenated with shuffles so that every ``vbytes``-byte destination chunk is one store.
+    Plain stores are unaligned (an odd tail uses a masked store where the target has one).
+    ``nt=True``: ``!nontemporal`` stores of ``vbytes`` bytes, back to back (a 64-byte line is
+    one store with ``vbytes=64``, two adjacent 32-byte stores with ``vbytes=32``; LLVM may
+    still merge or split adjacent NT stores of one line, e.g. one zmm store when ``vbytes=32``
+    code is compiled for an AVX-512 CPU, or four 16-byte stores of four 16-byte rows); needs
+    ``R*V*dst_size % 64 == 0`` (else ValueError), and the caller guarantees that
+    ``dst + doff`` is 64-byte aligned (unaligned NT stores fault).  Call :func:`sfence` after
+    a run of NT stores.
+    """
+    s, d = as_dtype(src_dt), as_dtype(dst_dt)
+    R, V = int(R), int(V)
+    if not (1 <= R <= MAX_TILE and 1 <= V <= MAX_TILE):
+        raise ValueError(f"gather: R={R}, V={V}: both must be in 1..{MAX_TILE}")
+    Rv = R if Rv is None else int(Rv)
+    if not 0 <= Rv <= R:
+        raise ValueError(f"gather: need 0 <= Rv <= R (R={R}, Rv={Rv})")
+    if vbytes not in (16, 32, 64):
+        raise ValueError(f"gather: vbytes={vbytes} must be 16, 32 or 64")
+    nt = bool(nt)
+    if nt and (R * V * d.size) % 64:
+        raise ValueError(f"gather: non-temporal stores need R*V*dst_size ({R * V * d.size} "
+                         f"bytes) to be a multiple of 64")
+    return _make_gather(R, V, str.__str__(s), str.__str__(d), Rv, nt, int(vbytes))
 
 
 def supports(src_dt, dst_dt) -> bool:

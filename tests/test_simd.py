@@ -22,7 +22,7 @@ from numba.core import errors  # noqa: E402
 
 from layoutjit import simd  # noqa: E402
 from layoutjit.dtypes import as_dtype  # noqa: E402
-from layoutjit.simd import sfence, tile  # noqa: E402
+from layoutjit.simd import gather, sfence, tile  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_convert import ref_direct  # noqa: E402
@@ -88,6 +88,9 @@ class Case:
         return (f"{self.R}x{self.V} {self.s}->{self.d} Rv={self.Rv} Vv={self.Vv} nt={self.nt} "
                 f"rc={self.rc} w={self.vbytes}")
 
+    def call(self, k: int) -> str:
+        return f"t{k}(s{k}, {self.soff}, {self.sstride}, d{k}, {self.doff}, {self.dstride})"
+
     def expected(self, before: np.ndarray) -> np.ndarray:
         exp = before.copy()
         r, c = np.meshgrid(np.arange(self.R), np.arange(self.V), indexing="ij")
@@ -108,7 +111,7 @@ def run_group(cases: list[Case]):
     lines = [f"def group({args}):"]
     for k, c in enumerate(cases):
         ns[f"t{k}"] = c.t
-        lines.append(f"    t{k}(s{k}, {c.soff}, {c.sstride}, d{k}, {c.doff}, {c.dstride})")
+        lines.append(f"    {c.call(k)}")
     lines.append("    sfence()")
     ns["sfence"] = sfence
     exec("\n".join(lines) + "\n", ns)
@@ -430,3 +433,315 @@ def test_avx2_target_subprocess():
     assert bytes.fromhex(out["B"]) == a.reshape(16, 16).T.copy().tobytes()
     assert bytes.fromhex(out["C"]) == ref_direct("f32", "bf16", a).reshape(16, 16).T.copy() \
         .tobytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# gather: R source rows of V elements packed into R*V contiguous destination elements
+# ---------------------------------------------------------------------------------------------
+
+class GCase(Case):
+    """One gather call: parameters, buffers, expected result."""
+
+    def __init__(self, R, V, s, d, Rv=None, nt=False, vbytes=None, sstride=None):
+        self.R, self.V, self.s, self.d = R, V, s, d
+        self.Rv = R if Rv is None else Rv
+        self.nt = nt
+        self.vbytes = simd.HOST_VECTOR_BYTES if vbytes is None else vbytes
+        self.t = gather(R, V, s, d, Rv=Rv, nt=nt, vbytes=self.vbytes)
+        dsz = as_dtype(d).size
+        self.sstride = V + int(RNG.integers(0, 9)) if sstride is None else sstride
+        self.soff = int(RNG.integers(0, 7))
+        self.src = rand_storage(s, self.soff + R * self.sstride + V + 8)
+        self.doff = (64 // dsz) * int(RNG.integers(0, 3)) if nt else int(RNG.integers(0, 9))
+        n = self.doff + R * V + 80
+        self.dst = aligned_empty(n, as_dtype(d).storage)
+        self.dst.view(UINT[dsz])[:] = RNG.integers(0, 2 ** (8 * dsz), n, dtype=np.uint64) \
+            .astype(UINT[dsz])
+
+    def __repr__(self):
+        return (f"gather {self.R}x{self.V} {self.s}->{self.d} Rv={self.Rv} nt={self.nt} "
+                f"w={self.vbytes} sstride={self.sstride}")
+
+    def call(self, k: int) -> str:
+        return f"t{k}(s{k}, {self.soff}, {self.sstride}, d{k}, {self.doff})"
+
+    def expected(self, before: np.ndarray) -> np.ndarray:
+        exp = before.copy()
+        r, c = np.meshgrid(np.arange(self.R), np.arange(self.V), indexing="ij")
+        r, c = r.ravel(), c.ravel()
+        live = r < self.Rv
+        vals = np.zeros(r.size, as_dtype(self.d).storage)
+        vals[live] = ref_direct(self.s, self.d, self.src[self.soff + r[live] * self.sstride
+                                                         + c[live]])
+        exp[self.doff + r * self.V + c] = vals
+        return exp
+
+
+G_F32_SHAPES = [(1, 16), (2, 8), (4, 4), (8, 2), (16, 1), (1, 64), (4, 16), (3, 16), (2, 24),
+                (16, 16), (32, 8), (64, 1), (5, 7), (1, 1), (1, 3), (3, 5), (7, 1), (2, 40)]
+G_DTYPES = ["f32", "f64", "f16", "bf16", "s32", "s8", "u8"]
+
+
+def _gather_cases():
+    cs = []
+    for R, V in G_F32_SHAPES:
+        cs.append(GCase(R, V, "f32", "f32"))
+        if R * V * 4 % 64 == 0:
+            cs.append(GCase(R, V, "f32", "f32", nt=True))
+    for R, V in ((1, 64), (2, 32), (4, 16), (16, 4), (64, 1), (3, 5), (1, 13), (8, 8)):
+        cs.append(GCase(R, V, "u8", "u8", nt=R * V % 64 == 0))
+    for R, V in ((2, 16), (1, 32), (4, 8), (3, 7), (16, 4), (2, 64)):
+        cs.append(GCase(R, V, "bf16", "bf16", nt=R * V * 2 % 64 == 0))
+    for R, V in ((1, 8), (2, 4), (8, 1), (3, 3), (4, 16)):
+        cs.append(GCase(R, V, "f64", "f64", nt=R * V * 8 % 64 == 0))
+    # conversions
+    for (R, V, s, d, nt) in ((2, 16, "f32", "bf16", True), (4, 8, "f32", "bf16", True),
+                             (16, 1, "f32", "bf16", False), (3, 5, "f32", "bf16", False),
+                             (4, 16, "f32", "s8", True), (1, 64, "f32", "s8", True),
+                             (2, 8, "f32", "s8", False), (8, 8, "f32", "s8", True),
+                             (2, 8, "f32", "f16", False), (2, 16, "f32", "f16", True),
+                             (2, 8, "bf16", "f32", True), (1, 16, "bf16", "f32", True),
+                             (4, 4, "bf16", "f32", True), (3, 5, "bf16", "f32", False),
+                             (1, 16, "u8", "f32", True), (4, 4, "u8", "f32", True),
+                             (2, 8, "u8", "f32", False), (16, 1, "u8", "f32", True),
+                             (2, 8, "f16", "f32", True), (4, 16, "s32", "f32", True),
+                             (2, 8, "f64", "f32", True), (2, 4, "f32", "f64", True)):
+        cs.append(GCase(R, V, s, d, nt=nt))
+    # rows >= Rv are zeros
+    for (R, V, Rv, s, d, nt) in ((16, 1, 9, "f32", "f32", True), (2, 8, 1, "f32", "f32", True),
+                                 (4, 16, 0, "f32", "f32", False), (3, 5, 2, "f32", "f32", False),
+                                 (8, 8, 5, "u8", "u8", False), (4, 8, 3, "bf16", "f32", True),
+                                 (4, 16, 1, "f32", "s8", True), (2, 24, 1, "f32", "bf16", False)):
+        cs.append(GCase(R, V, s, d, Rv=Rv, nt=nt))
+    # overlapping and broadcast rows (sstride < V) are fine: the source is only read
+    cs.append(GCase(4, 8, "f32", "f32", sstride=3))
+    cs.append(GCase(4, 4, "f32", "f32", sstride=0, nt=True))
+    return cs
+
+
+def test_gather():
+    check_group(_gather_cases(), chunk=16)
+
+
+def test_gather_all_dtype_pairs():
+    """Every one of the 49 pairs, with odd rows (masked loads, odd tails) and with NT lines."""
+    cs = []
+    for i, s in enumerate(G_DTYPES):
+        for j, d in enumerate(G_DTYPES):
+            if (i + j) % 2:
+                cs.append(GCase(3, 5, s, d, Rv=2 if j == 0 else None))
+            else:
+                dsz = as_dtype(d).size
+                cs.append(GCase(2, 32 // dsz, s, d, nt=True))
+    check_group(cs, chunk=17)
+
+
+def test_gather_narrow_vectors():
+    """vbytes=32 (each NT line as two 32-byte stores) and vbytes=16, compiled for this host."""
+    cs = []
+    for vb in (32, 16):
+        for (R, V, s, d, nt) in ((2, 8, "f32", "f32", True), (1, 16, "f32", "f32", True),
+                                 (4, 4, "f32", "f32", True), (16, 1, "f32", "f32", False),
+                                 (1, 64, "f32", "f32", True), (5, 7, "f32", "f32", False),
+                                 (2, 16, "f32", "bf16", True), (4, 16, "f32", "s8", True),
+                                 (2, 8, "bf16", "f32", True), (4, 4, "u8", "f32", True),
+                                 (2, 32, "u8", "u8", True), (3, 5, "f32", "s8", False)):
+            cs.append(GCase(R, V, s, d, nt=nt, vbytes=vb))
+    cs.append(GCase(4, 8, "bf16", "f32", Rv=3, nt=True, vbytes=32))
+    check_group(cs, chunk=25)
+
+
+def test_gather_without_masked_memops(monkeypatch):
+    """Odd rows and tails as odd-sized vector loads/stores where masked ones are not native."""
+    monkeypatch.setattr(simd, "_masked_native", lambda esize, nbytes: False)
+    cases = [GCase(5, 7, "f32", "f32"), GCase(3, 5, "u8", "f32"), GCase(1, 13, "f32", "s8"),
+             GCase(2, 24, "f32", "f32"), GCase(4, 3, "bf16", "bf16"),
+             GCase(3, 7, "f32", "bf16", Rv=2)]
+    for c in cases:  # fresh intrinsics, generated with the patch in place
+        c.t = simd._make_gather.__wrapped__(c.R, c.V, c.s, c.d, c.Rv, c.nt, c.vbytes)
+    fns = check_group(cases)
+    for fn in fns:
+        asm = fn.inspect_asm(fn.signatures[0])
+        assert not re.search(r"\bv(p?maskmov|movup|movdqu)\w*\s[^\n]*\(%[^\n]*\{%k", asm)
+        assert not re.search(r"\bv(movup|movdqu)\w*\s[^\n]*\{%k[^\n]*\(%", asm)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect via libc")
+def test_gather_no_reads_beyond_rows():
+    """The last element read (row Rv-1, column V-1) ends a page followed by a PROT_NONE page."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    page = mmap.PAGESIZE
+    keep, cases = [], []
+    for (R, V, Rv, s, d, nt) in ((4, 3, 4, "f32", "f32", False), (3, 5, 3, "u8", "u8", False),
+                                 (2, 24, 2, "f32", "f32", False), (2, 7, 2, "bf16", "f32", False),
+                                 (1, 13, 1, "f32", "f32", False), (5, 3, 3, "f32", "f32", False),
+                                 (4, 16, 2, "f32", "s8", True), (16, 1, 11, "f32", "f32", True),
+                                 (1, 63, 1, "u8", "u8", False), (2, 8, 2, "f32", "f32", True),
+                                 (3, 5, 3, "f64", "f32", False), (2, 7, 2, "f32", "f32", False)):
+        c = GCase(R, V, s, d, Rv=Rv, nt=nt)
+        esz = as_dtype(s).size
+        need = (c.soff + (Rv - 1) * c.sstride + V) * esz
+        n = -(-need // page) * page
+        mm = mmap.mmap(-1, n + page)
+        buf = np.frombuffer(mm, np.uint8)
+        assert libc.mprotect(buf.ctypes.data + n, page, 0) == 0
+        src = buf[n - need:n].view(as_dtype(s).storage)
+        src[:] = rand_storage(s, src.size)
+        c.src = src
+        keep.append((mm, buf))
+        cases.append(c)
+    check_group(cases)
+    for mm, buf in keep:                                 # make the pages writable before unmap
+        libc.mprotect(buf.ctypes.data, len(mm), 3)
+
+
+def _gather_asm(g, s, d):
+    @numba.njit
+    def k(a, b, so, ss, do):
+        g(a, so, ss, b, do)
+
+    a = np.zeros(4, as_dtype(s).storage)
+    b = np.zeros(4, as_dtype(d).storage)
+    k.compile((numba.typeof(a), numba.typeof(b)) + (numba.int64,) * 3)
+    asm = k.inspect_asm(k.signatures[0])
+    return asm[:asm.index("retq")]                       # the kernel, not the Python wrapper
+
+
+@pytest.mark.skipif(not AVX512, reason="AVX-512 host")
+def test_gather_asm():
+    # two 32-byte rows -> one line: two loads, one concatenation, one 64-byte NT store
+    asm = _gather_asm(gather(2, 8, "f32", "f32", nt=True), "f32", "f32")
+    assert len(re.findall(r"\bvmovnt\w+\s+%zmm", asm)) == 1
+    assert len(re.findall(r"\bvmovnt", asm)) == 1
+    assert "vmovss" not in asm and "vmovups\t%" not in asm
+    assert len(re.findall(r"\bv(perm\w*|shuf\w*|unpck\w*|insert\w*|blend\w*)\b", asm)) <= 1
+    # four 16-byte rows, 4 lines of bf16 -> f32 and 1 line of f32 -> s8: one NT store per line
+    for args, lines in (((4, 4, "f32", "f32"), 1), ((4, 16, "bf16", "f32"), 4),
+                        ((4, 16, "f32", "s8"), 1), ((1, 16, "f32", "f32"), 1)):
+        asm = _gather_asm(gather(*args, nt=True), args[2], args[3])
+        assert len(re.findall(r"\bvmovnt\w+\s+%zmm", asm)) == lines, args
+        assert len(re.findall(r"\bvmovnt", asm)) == lines, args
+        assert "vmovss" not in asm, args
+    plain = _gather_asm(gather(2, 8, "f32", "f32"), "f32", "f32")
+    assert "vmovnt" not in plain and len(re.findall(r"\bvmovups\s+%zmm", plain)) == 1
+
+
+NT_BYTES = {"xmm": 16, "ymm": 32, "zmm": 64}
+
+
+@pytest.mark.skipif(simd.HOST_VECTOR_BYTES < 32, reason="needs AVX2+")
+def test_gather_nt_never_lost():
+    """Every destination byte is written by a non-temporal store, also where a narrowing
+    conversion could be folded into a (temporal) truncating store (AVX-512 ``vpmovdw mem``,
+    F16C ``vcvtps2ph mem``) when lines are stored in 32- or 16-byte parts."""
+    cases = [(2, 16, "f32", "bf16", 32), (4, 16, "f32", "s8", 32), (2, 16, "u8", "f16", 32),
+             (2, 32, "s32", "u8", 16), (1, 32, "f64", "bf16", 16), (4, 8, "f32", "f16", 16),
+             (2, 8, "f32", "f32", 32), (4, 8, "f32", "bf16", 64), (1, 64, "s32", "s8", 64)]
+    gs = [gather(R, V, s, d, nt=True, vbytes=vb) for R, V, s, d, vb in cases]
+    ns = {f"g{k}": g for k, g in enumerate(gs)}
+    args = ", ".join(f"s{k}, d{k}" for k in range(len(gs)))
+    body = "\n".join(f"    g{k}(s{k}, 0, 64, d{k}, 0)" for k in range(len(gs)))
+    exec(f"def k({args}):\n{body}\n", ns)
+    fn = numba.njit(ns["k"])
+    sig = []
+    for _R, _V, s, d, _vb in cases:
+        sig += [numba.typeof(np.zeros(4, as_dtype(s).storage)),
+                numba.typeof(np.zeros(4, as_dtype(d).storage))]
+    fn.compile(tuple(sig))
+    asm = fn.inspect_asm(fn.signatures[0])
+    asm = asm[:asm.index("retq")]
+    got = sum(NT_BYTES[r] for r in re.findall(r"\bvmovnt\w+\s+%([xyz]mm)", asm))
+    assert got == sum(R * V * as_dtype(d).size for R, V, s, d, vb in cases)
+
+
+def test_gather_memoized_and_validation():
+    assert gather(2, 8, "f32", "f32") is gather(2, 8, as_dtype("f32"), "f32", Rv=2)
+    assert gather(2, 8, "f32", "f32") is not gather(2, 8, "f32", "f32", nt=True)
+    gather(3, 16, "f32", "f32", nt=True)                  # 192 bytes = 3 lines
+    gather(1, 64, "u8", "u8", nt=True, vbytes=32)
+    for args, kw in (((1, 8, "f32", "f32"), dict(nt=True)),      # 32 bytes
+                     ((3, 5, "f32", "f32"), dict(nt=True)),
+                     ((2, 16, "f32", "bf16"), dict(nt=True, Rv=1)),  # 64 bytes: fine
+                     ((65, 1, "f32", "f32"), {}), ((1, 65, "f32", "f32"), {}),
+                     ((0, 4, "f32", "f32"), {}), ((2, 8, "f32", "f32"), dict(Rv=3)),
+                     ((2, 8, "f32", "f32"), dict(vbytes=8))):
+        if args == (2, 16, "f32", "bf16"):
+            gather(*args, **kw)
+            continue
+        with pytest.raises(ValueError):
+            gather(*args, **kw)
+    g = gather(2, 4, "f32", "bf16")
+
+    @numba.njit
+    def k(a, b):
+        g(a, 0, 4, b, 0)
+
+    with pytest.raises(errors.TypingError):
+        k(np.zeros(8, np.float64), np.zeros(8, np.uint16))
+    with pytest.raises(errors.TypingError):
+        k(np.zeros(8, np.float32), np.zeros(8, np.float32))
+
+
+GATHER_AVX2_SCRIPT = r"""
+import re, numpy as np, numba
+from layoutjit import simd
+from layoutjit.simd import gather, sfence
+assert simd.HOST_VECTOR_BYTES == 32, simd.HOST_VECTOR_BYTES
+g1 = gather(2, 8, "f32", "f32", nt=True)
+g2 = gather(1, 16, "f32", "f32", nt=True)
+g3 = gather(2, 16, "f32", "bf16", nt=True)
+g4 = gather(4, 16, "f32", "s8", nt=True)
+g5 = gather(5, 7, "f32", "f32")                # masked (vmaskmovps) loads and tail store
+@numba.njit
+def k(a, b, c, d, e):
+    g1(a, 3, 20, b, 0)
+    g2(a, 5, 0, b, 16)
+    g3(a, 7, 33, c, 0)
+    g4(a, 1, 40, d, 0)
+    g5(a, 2, 9, e, 1)
+    sfence()
+raw = np.zeros(4096, np.uint8); o = (-raw.ctypes.data) % 64
+b = raw[o:o + 128].view(np.float32); c = raw[o + 128:o + 192].view(np.uint16)
+d = raw[o + 192:o + 256].view(np.int8)
+e = np.full(40, -1.0, np.float32)
+a = (np.arange(256, dtype=np.float32) * 1.37 - 150).astype(np.float32)
+k(a, b, c, d, e)
+asm = k.inspect_asm(k.signatures[0])
+asm = asm[:asm.index("retq")]
+nt = re.findall(r"vmovnt\w+\s+%([xyz]mm)\d+, (-?\d*)(\([^)]*\))", asm)
+offs = [(reg, int(off or 0), base) for reg, off, base in nt]
+paired = all(x[0] == y[0] == "ymm" and x[2] == y[2] and x[1] // 64 == y[1] // 64
+             and {x[1] % 64, y[1] % 64} == {0, 32} for x, y in zip(offs[::2], offs[1::2]))
+print("ZMM", len(re.findall("zmm", asm)), "NTY", len(nt), "PAIRED", int(paired),
+      "MASKED", int("vmaskmov" in asm))
+for name, x in (("B", b), ("C", c), ("D", d), ("E", e)):
+    print(name, x.tobytes().hex())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not simd._cv._is_x86()
+                    or simd.HOST_VECTOR_BYTES < 32, reason="x86 with AVX2")
+def test_gather_avx2_target_subprocess():
+    """Compiled for an AVX2-only CPU: each of the 4 NT lines is two adjacent 32-byte stores
+    (in program order), no zmm; odd rows use AVX masked loads/stores."""
+    env = dict(os.environ, NUMBA_CPU_NAME="haswell",
+               NUMBA_CPU_FEATURES="+avx,+avx2,+f16c,+fma,+sse4.2,+sse4.1,+ssse3,+popcnt")
+    p = subprocess.run([sys.executable, "-c", GATHER_AVX2_SCRIPT], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = dict(line.split(" ", 1) for line in p.stdout.strip().splitlines())
+    assert out["ZMM"].split() == ["0", "NTY", "8", "PAIRED", "1", "MASKED", "1"], \
+        out["ZMM"]
+    a = (np.arange(256, dtype=np.float32) * 1.37 - 150).astype(np.float32)
+
+    def rows(soff, sstride, R, V):
+        return np.concatenate([a[soff + r * sstride:soff + r * sstride + V] for r in range(R)])
+
+    exp_b = np.concatenate([rows(3, 20, 2, 8), rows(5, 0, 1, 16)])
+    assert bytes.fromhex(out["B"]) == exp_b.tobytes()
+    assert bytes.fromhex(out["C"]) == ref_direct("f32", "bf16", rows(7, 33, 2, 16)).tobytes()
+    assert bytes.fromhex(out["D"]) == ref_direct("f32", "s8", rows(1, 40, 4, 16)).tobytes()
+    exp_e = np.full(40, -1.0, np.float32)
+    exp_e[1:36] = rows(2, 9, 5, 7)
+    assert bytes.fromhex(out["E"]) == exp_e.tobytes()
