@@ -153,6 +153,7 @@ class KernelWriter:
         self.scalar_ops = {k for k in range(2, len(self.ops))
                            if all(n.strides[k] == 0 for n in self.ir.nodes)}
         self.uses_nt = False
+        self.chunk_var: str | None = None
 
     # ---------------------------------------------------------------- helpers
     def _digit_orders(self) -> dict[int, list[int]]:
@@ -281,15 +282,17 @@ class KernelWriter:
     def _render_jobs(self, depth: int, nt: bool) -> None:
         p = self.plan
         order = p.loop_order()
-        npar = min(p.parallel, len(order))
-        macro_job = p.tile is not None and p.parallel > len(order)
+        macro_job = p.macro_job
+        npar = p.parallel - 1 if macro_job else p.parallel
         par_nodes = order[:npar]
         exts = [self.ir.nodes[i].extent for i in par_nodes]
         if macro_job:
-            assert p.tile is not None
-            a = self.ir.nodes[p.tile.a]
-            per = p.chunk if p.tile.kind == "stream" else p.tile.R * p.tile.M
-            exts.append(-(-a.extent // per))
+            if p.tile is None:  # the innermost element loop, cut into chunks
+                exts.append(-(-self.ir.nodes[order[-1]].extent // p.chunk))
+            else:
+                a = self.ir.nodes[p.tile.a]
+                per = p.chunk if p.tile.kind == "stream" else p.tile.R * p.tile.M
+                exts.append(-(-a.extent // per))
         w = self.w
         offs = [str(op.offset0) for op in self.ops]
         state: dict[int, object] = {d: ("partial", 0) for d, r in enumerate(self.ir.dims) if r.guarded}
@@ -321,9 +324,10 @@ class KernelWriter:
                  npar: int, macro_job: bool, offs: list[str], state: dict, terms: dict,
                  entered: set[int], nt: bool) -> None:
         if k == len(par_nodes):
-            if macro_job:
+            if macro_job and self.plan.tile is not None:
                 self._tile(depth, offs, state, terms, entered, nt, group_var=vars_[k])
             else:
+                self.chunk_var = vars_[k] if macro_job else None
                 self._serial(depth, npar, order, offs, state, terms, entered, nt)
             return
         idx = par_nodes[k]
@@ -422,6 +426,10 @@ class KernelWriter:
             else:
                 var = self.w.var("i")
                 rng = f"{s1}" if s0 == 0 else f"{s0}, {s1}"
+                if self.chunk_var is not None and k == len(order) - 1:
+                    # this job's chunk of the innermost loop (unguarded: one segment)
+                    ch = self.plan.chunk
+                    rng = f"{self.chunk_var} * {ch}, min({self.chunk_var} * {ch} + {ch}, {s1})"
                 self.w.put(depth, f"for {var} in range({rng}):")
                 offs2 = self._step(offs, node, var, depth + 1)
                 self._serial(depth + 1, k + 1, order, offs2, st2, self._add_term(terms, node, var),

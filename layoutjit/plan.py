@@ -52,10 +52,11 @@ def llc_bytes() -> int:
 
 
 # Problems whose traffic (src + dst bytes) exceeds this use non-temporal stores where a
-# micro-kernel writes whole lines. Measured on Zen 5: NT stores win even for buffers that
-# stay in the last-level cache (a transpose's scattered plain stores wait on ownership
-# reads), and lose only when everything fits in L2.
-NT_MIN_BYTES = int(os.environ.get("LAYOUTJIT_NT_MIN_BYTES", 1024 * 1024))
+# micro-kernel writes whole lines. Measured on Zen 5: for traffic beyond half the
+# last-level cache NT stores are 1.5-3x faster (a transpose's scattered plain stores wait
+# on ownership reads); below it plain stores keep the output in cache, which is faster
+# with two threads and for whoever reads the output next.
+NT_MIN_BYTES = int(os.environ.get("LAYOUTJIT_NT_MIN_BYTES", llc_bytes() // 2))
 # Read ~this many source rows side by side in a transpose (the L2 streamer's sweet spot).
 READ_STREAMS = int(os.environ.get("LAYOUTJIT_READ_STREAMS", 32))
 READ_STREAMS_BLOCKED = int(os.environ.get("LAYOUTJIT_READ_STREAMS_BLOCKED", 16))
@@ -189,8 +190,11 @@ class Plan:
 
     @property
     def macro_job(self) -> bool:
-        """Whether the micro-kernel's row groups (or stream chunks) are part of the job range."""
-        return self.parallel > len(self.loop_order())
+        """Whether the micro-kernel's row groups (or a chunked run) are part of the job range."""
+        n = len(self.loop_order())
+        if self.tile is None:
+            return self.chunk > 0  # element loops: the innermost loop is cut into chunks
+        return self.parallel > n
 
     def describe(self) -> str:
         from .ir import format_ir
@@ -369,6 +373,14 @@ def choose_parallel(ir: LoopIR, tile: TileSpec | None, bytes_moved: int) -> tupl
             break
         jobs *= ir.nodes[i].extent
         k += 1
+    if tile is None and jobs < want and k == len(order) and ir.nodes:
+        # cut the innermost loop into chunks that join the job range
+        inner = ir.nodes[-1]
+        if (inner.dim is None or not ir.dims[inner.dim].guarded) and inner.extent >= 128:
+            chunk = max(64, -(-inner.extent // (want // jobs + 1)) + 63) // 64 * 64
+            groups = -(-inner.extent // chunk)
+            if groups > 1:
+                return k + 1, jobs * groups, chunk
     if tile is not None and jobs < want and k == len(order):
         a = ir.nodes[tile.a]
         if tile.kind == "stream":
