@@ -182,7 +182,7 @@ class Attrs:
         if uses_elt:
             imports.append(eltwise_ops.RUNTIME_IMPORT)
         reads_dst = any(p.kind == "sum" and p.beta != 0.0 for p in post)
-        return Epilogue(lines, tuple(imports), reads_dst=reads_dst, tile_ok=False)
+        return Epilogue(lines, tuple(imports), reads_dst=reads_dst, direct=False)
 
     # ------------------------------------------------------------ run time
     def runtime_table(self, runtime: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray]]:

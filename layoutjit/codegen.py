@@ -55,6 +55,12 @@ def runtime_fingerprint() -> str:
 _FINGERPRINT: str | None = None
 
 
+def _ix(expr: str) -> str:
+    """An array index as uint64: Numba then skips negative-index wraparound, so LLVM
+    sees plain contiguous accesses and vectorizes element loops (offsets are never negative)."""
+    return f"np.uint64({expr})"
+
+
 def numba_type(dt: str) -> str:
     return _NUMBA_TYPES[str(dt)]
 
@@ -73,7 +79,8 @@ class Epilogue:
     lines: Callable[[str, Sequence[str], str], tuple[list[str], str]]
     imports: tuple[str, ...] = ()
     reads_dst: bool = False
-    tile_ok: bool = True  # the register tile can do it (plain conversions only)
+    tile_ok: bool = True  # micro-kernels may be planned (every epilogue allows them)
+    direct: bool = True  # a plain conversion: micro-kernels convert in registers themselves
 
 
 def plain_epilogue(sdt: str, ddt: str) -> Epilogue:
@@ -154,6 +161,7 @@ class KernelWriter:
                            if all(n.strides[k] == 0 for n in self.ir.nodes)}
         self.uses_nt = False
         self.chunk_var: str | None = None
+        self.buffer_elems = 0  # size of the per-call transpose buffer for epilogues
 
     # ---------------------------------------------------------------- helpers
     def _digit_orders(self) -> dict[int, list[int]]:
@@ -203,20 +211,19 @@ class KernelWriter:
         if self.title:
             head += ["# " + line for line in self.title.splitlines()]
         head += ["import numpy as np", "import numba as nb", "from numba import types as nbt",
-                 "from layoutjit.runtime import ptr_from_int"]
+                 "from layoutjit.runtime import opaque, ptr_from_int"]
         head += list(self.ep.imports)
         if self.tiles or self.uses_nt:
             kinds = sorted({k[0] for k in self.tiles} | ({"sfence"} if self.uses_nt else set()))
             head.append(f"from layoutjit.simd import {', '.join(kinds)}")
-        sdt, ddt = self.ops[1].dtype, self.ops[0].dtype
         for spec, name in self.tiles.items():
             if spec[0] == "gather":
-                _, R, V, Rv, nt = spec
-                head.append(f"{name} = gather({R}, {V}, {str(sdt)!r}, {str(ddt)!r}, Rv={Rv}, nt={nt}, "
+                _, R, V, Rv, nt, sdt, ddt = spec
+                head.append(f"{name} = gather({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, nt={nt}, "
                             f"vbytes={p.vector_bytes})")
             else:
-                _, R, V, Rv, Vv, nt, rc = spec
-                head.append(f"{name} = tile({R}, {V}, {str(sdt)!r}, {str(ddt)!r}, Rv={Rv}, Vv={Vv}, "
+                _, R, V, Rv, Vv, nt, rc, sdt, ddt = spec
+                head.append(f"{name} = tile({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, "
                             f"nt={nt}, rows_contiguous={rc}, vbytes={p.vector_bytes})")
         sig_args = ", ".join(
             [f"nbt.CPointer(nbt.{numba_type(self.ops[1].dtype)})",
@@ -258,6 +265,7 @@ class KernelWriter:
                 w.put(depth, f"{self.arr[k]} = nb.carray(ptr_from_int(ap[{k - 2}], np.{numba_type(op.dtype)}), ({n},))")
         for k in sorted(self.scalar_ops):
             w.put(depth, f"v{k} = {self.arr[k]}[{self.ops[k].offset0}]")
+        buf_at = len(w.lines)
         t = self.plan.tile
         if self.plan.nt and t is not None and t.kind == "stream":
             dsz = self.ops[0].dtype.size
@@ -277,6 +285,11 @@ class KernelWriter:
             self._render_jobs(depth + 1, nt=False)
         else:
             self._render_jobs(depth, nt=False)
+        if self.buffer_elems:
+            w.lines.insert(buf_at, "    " * depth + f"obuf = np.empty({self.buffer_elems}, "
+                           f"np.{numba_type(self.ops[0].dtype)})")
+            w.lines.insert(buf_at, "    " * depth + f"tbuf = np.empty({self.buffer_elems}, "
+                           f"np.{numba_type(self.ops[1].dtype)})")
         return w.lines
 
     def _render_jobs(self, depth: int, nt: bool) -> None:
@@ -486,21 +499,19 @@ class KernelWriter:
         self._store_zero(depth + 1, offs)
 
     def _store_zero(self, depth: int, offs: list[str]) -> None:
-        self.w.put(depth, f"dst[{offs[0]}] = 0")
+        self.w.put(depth, f"dst[{_ix(offs[0])}] = 0")
 
     def _store_value(self, depth: int, offs: list[str], state: dict, terms: dict) -> None:
         offs = self._irregular_offsets(offs, state, terms, depth)
-        src = f"src[{offs[1]}]"
-        extra = [f"v{k}" if k in self.scalar_ops else f"{self.arr[k]}[{offs[k]}]"
-                 for k in range(2, len(self.ops))]
-        stmts, expr = self.ep.lines(src, extra, f"dst[{offs[0]}]")
-        for st in stmts:
-            self.w.put(depth, st)
-        self.w.put(depth, f"dst[{offs[0]}] = {expr}")
+        self._elem(depth, offs[0], f"src[{_ix(offs[1])}]", offs)
 
     # ---------------------------------------------------------------- tiles
-    def _micro(self, key: tuple) -> str:
-        """Name of a module-level micro-kernel (simd.tile or simd.gather) with these parameters."""
+    def _micro(self, key: tuple, sdt: str | None = None, ddt: str | None = None) -> str:
+        """Name of a module-level micro-kernel (simd.tile or simd.gather) with these parameters.
+
+        The data types default to the kernel's (src -> dst conversion in registers).
+        """
+        key = key + (str(sdt or self.ops[1].dtype), str(ddt or self.ops[0].dtype))
         if key[0] == "tile" and (key[3] == 0 or key[4] == 0):
             key = key[:3] + (0, 0) + key[5:]  # all-zero tile: no reads
         if key not in self.tiles:
@@ -596,7 +607,9 @@ class KernelWriter:
                     aexpr = f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
                     so = f"{offs[1]} + ({aexpr}) * {sA} + ({cexpr}) * {B.strides[1]}"
                     do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
-                    self._emit_transpose(d2, so, do, sA, dB, R, V, Rv, Vv, A, nt)
+                    xo = [f"{offs[k]} + ({aexpr}) * {A.strides[k]} + ({cexpr}) * {B.strides[k]}"
+                          for k in range(len(self.ops))]
+                    self._emit_transpose(d2, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo)
 
         if group_var is not None:
             gsz = t.M * t.R
@@ -621,15 +634,78 @@ class KernelWriter:
             emit_group(depth, groups[gi], str(groups[gi][0][0]))
 
     def _emit_transpose(self, depth: int, so: str, do: str, sA: int, dB: int, R: int, V: int,
-                        Rv: int, Vv: int, A: Node, nt: bool) -> None:
+                        Rv: int, Vv: int, A: Node, B: Node, nt: bool, xo: list[str]) -> None:
         t = self.plan.tile
         assert t is not None
         dsz = self.ops[0].dtype.size
         q = max(1, 64 // dsz)
         rc = t.rows_contiguous and R == A.extent
         use_nt = nt and ((R * V) % q == 0 if rc else (R * dsz) % 64 == 0)
-        fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc))
-        self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do}, {dB})")
+        if self.ep.direct or Rv == 0 or Vv == 0:
+            fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc))
+            self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do}, {dB})")
+            return
+        # An epilogue (scales, post-ops): (1) transpose the source values into a small buffer,
+        # (2) a loop over each row applies the epilogue into a second buffer -- its trip count
+        # is opaque to LLVM so that it vectorizes along the (contiguous) row --, (3) the rows
+        # are stored by the same vector micro-kernels as a plain reorder (non-temporal when
+        # the plain reorder's would be).
+        sdt, ddt = str(self.ops[1].dtype), str(self.ops[0].dtype)
+        fn = self._micro(("tile", R, V, Rv, Vv, False, True), sdt, sdt)
+        self._need_buffer(R * V)
+        self.w.put(depth, f"{fn}(src, {so}, {sA}, tbuf, 0, {R})")
+        c, r, n = self.w.var("c"), self.w.var("r"), self.w.var("n")
+        flat = (Rv == R and Vv == V and all(k in self.scalar_ops for k in range(2, len(self.ops)))
+                and (rc or not self.ep.reads_dst))
+        if flat:  # one loop over the whole tile (the destination block is contiguous or unread)
+            i = self.w.var("i")
+            self.w.put(depth, f"for {i} in range(opaque({R * V})):")
+            self._elem(depth + 1, f"{do} + {i}", f"tbuf[{_ix(i)}]", [""] * len(self.ops),
+                       out=f"obuf[{_ix(i)}]")
+        else:
+            self._epilogue_rows(depth, do, dB, R, V, Rv, Vv, A, B, xo, c, r, n)
+        q = max(1, 64 // dsz)
+        if rc and (R * V) % q == 0:
+            g = self._micro(("gather", 1, q, 1, use_nt), ddt, ddt)
+            self.w.put(depth, f"for {c} in range(0, {R * V}, {q}):")
+            self.w.put(depth + 1, f"{g}(obuf, {c}, 0, dst, {do} + {c})")
+        else:
+            g = self._micro(("gather", 1, R, 1, use_nt and (R * dsz) % 64 == 0), ddt, ddt)
+            self.w.put(depth, f"for {c} in range({V}):")
+            self.w.put(depth + 1, f"{g}(obuf, {c} * {R}, 0, dst, {do} + {c} * {dB})")
+
+    def _epilogue_rows(self, depth: int, do: str, dB: int, R: int, V: int, Rv: int, Vv: int,
+                       A: Node, B: Node, xo: list[str], c: str, r: str, n: str) -> None:
+        """The epilogue over a transposed tile in tbuf, row by row, into obuf (padding zero)."""
+        self.w.put(depth, f"{n} = opaque({Rv})")
+        self.w.put(depth, f"for {c} in range({Vv}):")
+        self.w.put(depth + 1, f"for {r} in range({n}):")
+        extra = [f"({xo[k]}) + {r} * {A.strides[k]} + {c} * {B.strides[k]}" for k in range(len(self.ops))]
+        self._elem(depth + 2, f"{do} + {c} * {dB} + {r}", f"tbuf[{_ix(f'{c} * {R} + {r}')}]", extra,
+                   out=f"obuf[{_ix(f'{c} * {R} + {r}')}]")
+        if Rv < R:
+            self.w.put(depth + 1, f"for {r} in range({Rv}, {R}):")
+            self.w.put(depth + 2, f"obuf[{_ix(f'{c} * {R} + {r}')}] = 0")
+        if Vv < V:
+            self.w.put(depth, f"for {c} in range({Vv * R}, {V * R}):")
+            self.w.put(depth + 1, f"obuf[{_ix(c)}] = 0")
+
+    def _need_buffer(self, n: int) -> None:
+        self.buffer_elems = max(self.buffer_elems, n)
+
+    def _elem(self, depth: int, dst_off: str, src_expr: str, extra_offs: list[str],
+              out: str | None = None) -> None:
+        """One destination element through the epilogue; extra_offs[k] is operand k's offset.
+
+        The value goes to ``dst[dst_off]``, or to ``out`` when given (dst_off still locates the
+        element's old value for a sum post-op).
+        """
+        extra = [f"v{k}" if k in self.scalar_ops else f"{self.arr[k]}[{_ix(extra_offs[k])}]"
+                 for k in range(2, len(self.ops))]  # scalar operands need no offset
+        stmts, expr = self.ep.lines(src_expr, extra, f"dst[{_ix(dst_off)}]")
+        for st in stmts:
+            self.w.put(depth, st)
+        self.w.put(depth, f"{out or f'dst[{_ix(dst_off)}]'} = {expr}")
 
     def _lines_body(self, depth: int, offs: list[str], state: dict, nt: bool,
                     group_var: str | None, zero: bool) -> None:
@@ -707,6 +783,19 @@ class KernelWriter:
                     d2, cexpr = dep + 1, cv
                 else:
                     d2, cexpr = dep, str(c_first)
+                rows_all = [r for a0, R in gr for r in range(a0, a0 + R)]
+                lens_all = [run_range(r, c_first) if (c_valid and r < vA) else (0, run_range(r, c_first)[1])
+                            for r in rows_all]
+                if (not self.ep.direct and all(v == w == L.extent for v, w in lens_all)
+                        and all(k in self.scalar_ops for k in range(2, len(self.ops)))
+                        and len(rows_all) * L.extent * max(dsz, self.ops[1].dtype.size) <= 4096):
+                    # an epilogue over whole runs: gather the group's runs into a buffer, one
+                    # vectorized loop over all of them, store like a plain reorder
+                    aexpr = base if base != "0" else str(gr[0][0])
+                    so = f"{offs[1]} + ({aexpr}) * {sA} + ({cexpr}) * {B.strides[1]}"
+                    do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
+                    self._runs_block(d2, so, do, sA, L, len(rows_all), nt, dsz)
+                    continue
                 for a0, R in gr:
                     rel = a0 - gr[0][0]
                     aexpr = f"{base} + {rel}" if base != "0" else str(a0)
@@ -716,7 +805,9 @@ class KernelWriter:
                     rows = range(a0, a0 + R)
                     lens = [run_range(r, c_first) if (c_valid and r < vA) else (0, run_range(r, c_first)[1])
                             for r in rows]
-                    self._emit_runs(d2, so, do, sA, L, lens, nt, dsz)
+                    xo = [f"{offs[k]} + ({aexpr}) * {A.strides[k]} + ({cexpr}) * {B.strides[k]}"
+                          for k in range(len(self.ops))]
+                    self._emit_runs(d2, so, do, sA, L, lens, nt, dsz, A, xo)
 
         if group_var is not None:
             gsz = t.M * t.R
@@ -740,13 +831,66 @@ class KernelWriter:
         for gi in range(nuni, len(groups)):
             emit_group(depth, groups[gi], str(groups[gi][0][0]), False)
 
+    def _runs_block(self, depth: int, so: str, do: str, sA: int, L: Node, n: int, nt: bool,
+                    dsz: int) -> None:
+        """n consecutive full runs (contiguous in dst) through an epilogue with scalar operands."""
+        sdt, ddt = str(self.ops[1].dtype), str(self.ops[0].dtype)
+        total = n * L.extent
+        self._need_buffer(total)
+        G = max(1, min(n, 64 // L.extent)) if L.extent <= 64 else 1
+        g_in = self._micro(("gather", G, L.extent, G, False), sdt, sdt)
+        for r0 in range(0, n, G):
+            if r0 + G <= n:
+                self.w.put(depth, f"{g_in}(src, {so} + {r0 * sA}, {sA}, tbuf, {r0 * L.extent})")
+            else:
+                g_t = self._micro(("gather", n - r0, L.extent, n - r0, False), sdt, sdt)
+                self.w.put(depth, f"{g_t}(src, {so} + {r0 * sA}, {sA}, tbuf, {r0 * L.extent})")
+        i = self.w.var("i")
+        self.w.put(depth, f"for {i} in range(opaque({total})):")
+        self._elem(depth + 1, f"{do} + {i}", f"tbuf[{_ix(i)}]", [""] * len(self.ops), out=f"obuf[{_ix(i)}]")
+        q = max(1, 64 // dsz)
+        if total % q == 0:
+            g = self._micro(("gather", 1, q, 1, nt), ddt, ddt)
+            c = self.w.var("c")
+            self.w.put(depth, f"for {c} in range(0, {total}, {q}):")
+            self.w.put(depth + 1, f"{g}(obuf, {c}, 0, dst, {do} + {c})")
+        else:
+            g = self._micro(("gather", 1, L.extent, 1, False), ddt, ddt)
+            for r in range(n):
+                self.w.put(depth, f"{g}(obuf, {r * L.extent}, 0, dst, {do} + {r * L.extent})")
+
     def _emit_runs(self, depth: int, so: str, do: str, sA: int, L: Node,
-                   lens: list[tuple[int, int]], nt: bool, dsz: int) -> None:
+                   lens: list[tuple[int, int]], nt: bool, dsz: int, A: Node, xo: list[str]) -> None:
         """Runs r = 0..len(lens)-1 at so + r*sA -> do + r*L.extent; lens[r] = (valid, written)."""
         R = len(lens)
         if all(w == 0 for _, w in lens):
             return
-        full = all(v == w == L.extent for v, w in lens)
+        if not self.ep.direct:
+            # an epilogue: a vectorized loop along each run into a buffer, then the runs are
+            # stored by the same micro-kernel as a plain reorder (NT when it would be)
+            ddt = str(self.ops[0].dtype)
+            self._need_buffer(R * L.extent)
+            for r, (v, wr) in enumerate(lens):
+                e = self.w.var("e")
+                if v:
+                    self.w.put(depth, f"for {e} in range(opaque({v})):")
+                    extra = [f"({xo[k]}) + {r * A.strides[k]} + {e} * {L.strides[k]}"
+                             for k in range(len(self.ops))]
+                    self._elem(depth + 1, f"{do} + {r * L.extent} + {e}", f"src[{_ix(f'{so} + {r * sA} + {e}')}]",
+                               extra, out=f"obuf[{_ix(f'{r * L.extent} + {e}')}]")
+                if wr > v:
+                    self.w.put(depth, f"for {e} in range({v}, {wr}):")
+                    self.w.put(depth + 1, f"obuf[{_ix(f'{r * L.extent} + {e}')}] = 0")
+            if all(wr == L.extent for _, wr in lens) and R * L.extent <= 64:
+                use_nt = nt and (R * L.extent * dsz) % 64 == 0
+                g = self._micro(("gather", 1, R * L.extent, 1, use_nt), ddt, ddt)
+                self.w.put(depth, f"{g}(obuf, 0, 0, dst, {do})")
+            else:
+                for r, (v, wr) in enumerate(lens):
+                    if wr:
+                        g = self._micro(("gather", 1, wr, 1, False), ddt, ddt)
+                        self.w.put(depth, f"{g}(obuf, {r * L.extent}, 0, dst, {do} + {r * L.extent})")
+            return
         if R > 1 and all(w == L.extent for _, w in lens) and \
                 all(v in (0, L.extent) for v, _ in lens) and \
                 [v for v, _ in lens] == sorted((v for v, _ in lens), reverse=True):
@@ -755,7 +899,6 @@ class KernelWriter:
             fn = self._micro(("gather", R, L.extent, Rv, use_nt))
             self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do})")
             return
-        del full
         for r, (v, wr) in enumerate(lens):
             if wr == 0:
                 continue
@@ -789,7 +932,12 @@ class KernelWriter:
             lo_v, hi_v = "0", str(vA)
             lo_z, hi_z = str(vA), str(wrA)
         so, do = offs[1], offs[0]
-        if vA > 0:
+        if vA > 0 and not self.ep.direct:  # an epilogue: one vectorized element loop, plain stores
+            e = w.var("e")
+            w.put(depth, f"for {e} in range({lo_v}, {hi_v}):")
+            extra = [f"{offs[k]} + {e} * {A.strides[k]}" for k in range(len(self.ops))]
+            self._elem(depth + 1, f"{do} + {e}", f"src[{_ix(f'{so} + {e}')}]", extra)
+        elif vA > 0:
             a, b = w.var("a"), w.var("b")
             w.put(depth, f"{a} = {lo_v}")
             w.put(depth, f"{b} = {hi_v}")
@@ -807,15 +955,13 @@ class KernelWriter:
         if wrA > vA:
             z = w.var("z")
             w.put(depth, f"for {z} in range({lo_z}, {hi_z}):")
-            w.put(depth + 1, f"dst[{do} + {z}] = 0")
+            w.put(depth + 1, f"dst[{_ix(f'{do} + {z}')}] = 0")
 
     def _scalar_range(self, depth: int, so: str, do: str, lo: str, hi: str) -> None:
+        """Element loop of a plain (direct) conversion, for a stream's head and tail."""
         e = self.w.var("e")
         self.w.put(depth, f"for {e} in range({lo}, {hi}):")
-        stmts, expr = self.ep.lines(f"src[{so} + {e}]", [], f"dst[{do} + {e}]")
-        for st in stmts:
-            self.w.put(depth + 1, st)
-        self.w.put(depth + 1, f"dst[{do} + {e}] = {expr}")
+        self._elem(depth + 1, f"{do} + {e}", f"src[{_ix(f'{so} + {e}')}]", [])
 
 
 def generate(plan: Plan, epilogue: Epilogue, title: str = "") -> str:

@@ -51,6 +51,27 @@ def call_chunk(typingctx, fn, sp, dp, ap, lo, hi):  # type: ignore[no-untyped-de
     return sig, codegen
 
 
+@intrinsic
+def opaque(typingctx, x):  # type: ignore[no-untyped-def]
+    """``x`` unchanged, but hidden from LLVM's constant folding.
+
+    Generated epilogue loops use it for their trip count: with a literal count
+    LLVM unrolls the short inner loop and then vectorizes the *outer* loop with
+    gathers and scatters; with an opaque count it vectorizes the contiguous inner
+    loop, which is what a row of a tile is.
+    """
+    if not isinstance(x, types.Integer):
+        return None
+    sig = types.int64(x)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        v = context.cast(builder, args[0], signature.args[0], types.int64)
+        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64)])
+        return builder.asm(fnty, "", "=r,0", [v], side_effect=False)
+
+    return sig, codegen
+
+
 @nb.njit(cache=True, nogil=True)
 def _overlap(src, dst, in_place_ok):  # type: ignore[no-untyped-def]
     s0 = src.ctypes.data
@@ -88,4 +109,4 @@ def run_parallel(fn, src, dst, aux, jobs, nchunks, in_place_ok):  # type: ignore
     return 0
 
 
-__all__ = ["ptr_from_int", "call_chunk", "run_serial", "run_parallel", "cgutils"]
+__all__ = ["ptr_from_int", "call_chunk", "opaque", "run_serial", "run_parallel", "cgutils"]
