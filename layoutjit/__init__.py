@@ -7,4 +7,6 @@ from .buffers import aligned_empty  # noqa: E402
 from .desc import MemoryDesc  # noqa: E402
 from .dtypes import DataType, as_dtype  # noqa: E402
 from .errors import LayoutError, Unimplemented  # noqa: E402
+from .memory import Memory  # noqa: E402
+from .pipeline import Pipeline  # noqa: E402
 from .verbose import set_verbose  # noqa: E402

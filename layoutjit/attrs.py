@@ -257,15 +257,21 @@ def _post_op(p: Any, i: int, dst_md: MemoryDesc) -> PostOp:
     if kind == "sum":
         if len(p) > 2:
             raise LayoutError(f"{what}: ('sum', beta) takes one value")
-        beta = float(p[1]) if len(p) > 1 else 1.0
+        try:
+            beta = float(p[1]) if len(p) > 1 else 1.0
+        except (TypeError, ValueError):
+            raise LayoutError(f"{what}: beta must be a number, got {p[1]!r}") from None
         return PostOp("sum", beta=float(np.float32(beta)))
     if kind == "eltwise":
         from .eltwise_ops import check_eltwise
 
         if len(p) < 2 or len(p) > 4:
             raise LayoutError(f"{what}: expected ('eltwise', alg, alpha, beta)")
-        alpha = float(p[2]) if len(p) > 2 else 0.0
-        beta = float(p[3]) if len(p) > 3 else 0.0
+        try:
+            alpha = float(p[2]) if len(p) > 2 else 0.0
+            beta = float(p[3]) if len(p) > 3 else 0.0
+        except (TypeError, ValueError):
+            raise LayoutError(f"{what}: alpha and beta must be numbers, got {p[2:]!r}") from None
         alg = check_eltwise(p[1], alpha, beta)
         return PostOp("eltwise", alg, float(np.float32(alpha)), float(np.float32(beta)))
     if kind == "binary":

@@ -181,7 +181,7 @@ class KernelWriter:
 
     def _step(self, offs: list[str], node: Node, var: str, depth: int) -> list[str]:
         new = []
-        for k, (o, s) in enumerate(zip(offs, node.strides)):
+        for o, s in zip(offs, node.strides):
             if s is None or s == 0:
                 new.append(o)
                 continue
@@ -318,7 +318,7 @@ class KernelWriter:
         depth += 1
         vars_ = []
         rest = "it"
-        for k, e in enumerate(exts):
+        for k in range(len(exts)):
             inner = 1
             for e2 in exts[k + 1:]:
                 inner *= e2
@@ -874,7 +874,7 @@ class KernelWriter:
                 e = self.w.var("e")
                 if v:
                     self.w.put(depth, f"for {e} in range(opaque({v})):")
-                    extra = [f"({xo[k]}) + {r * A.strides[k]} + {e} * {L.strides[k]}"
+                    extra = [f"({xo[k]}) + {r * (A.strides[k] or 0)} + {e} * {L.strides[k]}"
                              for k in range(len(self.ops))]
                     self._elem(depth + 1, f"{do} + {r * L.extent} + {e}", f"src[{_ix(f'{so} + {r * sA} + {e}')}]",
                                extra, out=f"obuf[{_ix(f'{r * L.extent} + {e}')}]")
@@ -886,7 +886,7 @@ class KernelWriter:
                 g = self._micro(("gather", 1, R * L.extent, 1, use_nt), ddt, ddt)
                 self.w.put(depth, f"{g}(obuf, 0, 0, dst, {do})")
             else:
-                for r, (v, wr) in enumerate(lens):
+                for r, (_v, wr) in enumerate(lens):
                     if wr:
                         g = self._micro(("gather", 1, wr, 1, False), ddt, ddt)
                         self.w.put(depth, f"{g}(obuf, {r * L.extent}, 0, dst, {do} + {r * L.extent})")

@@ -131,7 +131,7 @@ class LoopIR:
 
 def _operand_digits(md: MemoryDesc, iter_dims: Sequence[int]) -> tuple[tuple[Digit, ...], ...]:
     """Digit splits of every dim of a blocked descriptor (broadcast where md's dim is 1)."""
-    out = []
+    out: list[tuple[Digit, ...]] = []
     blocks = md.blocks
     for d in range(md.ndims):
         if md.dims[d] == 1 and iter_dims[d] != 1:

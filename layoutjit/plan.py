@@ -293,15 +293,17 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True) -> tuple[LoopIR, Ti
     if ia is None or ib is None:
         return ir, None, notes
     if ia != ib:
+        if any(s is None for n in (nodes[ia], nodes[ib]) for s in n.strides):
+            return ir, None, notes  # an operand's offset comes from the index: element loops
         return _transpose(ir, nodes, ia, ib, vbytes, ssz, dsz, notes)
     run = nodes[ia]
-    if not _digit_order_ok(ir, nodes, run):
+    if not _digit_order_ok(ir, nodes, run) or any(s is None for s in run.strides):
         return ir, None, notes
     run_bytes = run.extent * dsz
     ia2 = next((i for i, n in enumerate(nodes) if i != ia and n.strides[0] == run.extent), None)
     ib2 = next((i for i, n in enumerate(nodes) if i != ia and n.strides[1] == run.extent), None)
     if (ia2 is not None and ib2 is not None and ia2 != ib2 and run_bytes <= 128
-            and nodes[ia2].strides[1] is not None and nodes[ib2].strides[0] is not None
+            and all(s is not None for s in nodes[ia2].strides + nodes[ib2].strides)
             and _lines_digits_ok(ir, nodes, nodes[ia2], nodes[ib2], run)):
         a, b = nodes[ia2], nodes[ib2]
         G = 64 // run_bytes if run_bytes < 64 and 64 % run_bytes == 0 else 1
@@ -422,17 +424,17 @@ def _nt_possible(ir: LoopIR, tile: TileSpec) -> bool:
     for i, n in enumerate(ir.nodes):
         if i in tile.nodes:
             continue
-        if n.strides[0] % q:
+        if (n.strides[0] or 0) % q:
             return False
     assert tile.b is not None
     b = ir.nodes[tile.b]
     if tile.kind == "lines":
         assert tile.l is not None
         run = ir.nodes[tile.l]
-        return (tile.R * run.extent) % q == 0 and b.strides[0] % q == 0
+        return (tile.R * run.extent) % q == 0 and (b.strides[0] or 0) % q == 0
     if tile.rows_contiguous:
         return (tile.R * tile.V) % q == 0
-    return b.strides[0] % q == 0 and tile.R % q == 0
+    return (b.strides[0] or 0) % q == 0 and tile.R % q == 0
 
 
 def with_plan_options(plan: Plan, **kw: object) -> Plan:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 
 from .errors import LayoutError
@@ -68,7 +68,7 @@ def abstract_tags() -> tuple[str, ...]:
     return _table()[0]
 
 
-@lru_cache(maxsize=None)
+@cache
 def preferred_names() -> dict[str, str]:
     """Abstract tag -> the first alias oneDNN lists for it (used in reprs)."""
     out: dict[str, str] = {}

@@ -73,7 +73,7 @@ def pack_by_tag(x: np.ndarray, tag_abstract: str) -> np.ndarray:
     xr = xp.reshape(shape)
     order = [axis_of[(d, 0)] for d in outer]
     seen = [0] * nd
-    for b, d in blocks:
+    for _b, d in blocks:
         seen[d] += 1
         order.append(axis_of[(d, seen[d])])
     return np.ascontiguousarray(xr.transpose(order)).reshape(-1)
