@@ -1,25 +1,46 @@
 """The compiled kernel object: validates buffers, then launches the machine code.
 
-A ``Kernel`` is what ``compile_reorder`` and ``compile_eltwise`` return. Calling
-it checks every buffer (type, contiguity, size, writability, overlap) before
-anything runs, because the generated code has no bounds checks; then it calls
-a driver from ``runtime`` with the kernel's address.
+A ``Kernel`` is what ``compile_reorder`` and ``compile_eltwise`` return. The
+generated code has no bounds checks, so every byte it touches is validated
+before it runs:
+
+* at compile time (``compiler.check_pair``): both descriptors are concrete,
+  have equal dims, non-negative offsets and strides (:func:`element_span`),
+  and the destination maps no two positions to one address
+  (:func:`check_no_overlap`: no stride-0 broadcast dims in a destination);
+* at every call: each buffer is a numpy array or exposes its memory without a
+  copy (``buffers.as_buffer``), is C-contiguous, not an object array,
+  writable for the destination, and has the size the descriptor needs (the
+  size rule below); src and dst (and attribute arrays) must not overlap in
+  memory, except that an in-place eltwise may pass the very same buffer. The
+  overlap test runs in the compiled driver (``runtime``). Every failure is a
+  :class:`LayoutError` naming the argument, raised before anything is written.
+
+Size rule (``_size_rule``): a buffer for a *dense* descriptor has exactly
+``md.get_size()`` bytes. A *view* -- a descriptor that is not dense: a
+submemory (``offset0``), gaps between strides, a stride-0 broadcast source --
+lives inside a larger parent buffer, so its buffer may be larger; it needs at
+least ``required`` bytes, where ``required`` is one past the last byte any
+position (padding included) maps to. Descriptors are sized with exact
+arithmetic in Python (64-bit and beyond), and the kernels use 64-bit offsets.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from . import verbose
-from .buffers import aligned_empty, as_array, byte_view
-from .desc import MemoryDesc
-from .errors import LayoutError
 from numba import get_num_threads
 
+from . import verbose
+from .buffers import aligned_empty, as_buffer, byte_view
+from .desc import MemoryDesc
+from .errors import LayoutError
 from .runtime import run_parallel, run_serial
 
 if TYPE_CHECKING:
@@ -28,19 +49,226 @@ if TYPE_CHECKING:
 
 _NO_AUX = np.zeros(1, dtype=np.int64)
 _U8 = np.dtype(np.uint8)
+INT64_MAX = (1 << 63) - 1
+_MAX_BLOCK = 1 << 22  # larger inner blocks than this are refused (sizing enumerates a block)
+
+
+# ------------------------------------------------------------------ layout checks
+def _inner_strides(md: MemoryDesc) -> list[int]:
+    """Element stride of each inner block (outermost first): the product of the blocks after it."""
+    out = []
+    s = 1
+    for b in reversed(md.inner_blks):
+        out.append(s)
+        s *= b
+    return out[::-1]
+
+
+def _dim_parts(md: MemoryDesc) -> list[tuple[int, int, int, int, list[tuple[int, int]]]]:
+    """Per dim: (first padded position, last, block, outer stride, [(inner blk, stride)])."""
+    istr = _inner_strides(md)
+    blocks = md.blocks
+    parts = []
+    for d in range(md.ndims):
+        po, pd = md.padded_offsets[d], md.padded_dims[d]
+        inner = [(b, s) for b, i, s in zip(md.inner_blks, md.inner_idxs, istr) if i == d]
+        parts.append((po, po + pd - 1, blocks[d], md.strides[d], inner))
+    return parts
+
+
+def _structure_errors(md: MemoryDesc) -> str | None:
+    n = md.ndims
+    if not 1 <= n <= 12:
+        return f"{n} dims (1 to 12 supported)"
+    for name in ("dims", "padded_dims", "padded_offsets", "strides"):
+        v = getattr(md, name)
+        if len(v) != n or not all(isinstance(x, int) for x in v):
+            return f"{name} {v} must be {n} integers"
+    if len(md.inner_blks) != len(md.inner_idxs):
+        return "inner_blks and inner_idxs differ in length"
+    if any(b <= 0 for b in md.inner_blks) or any(not 0 <= i < n for i in md.inner_idxs):
+        return f"bad inner blocks {md.inner_blks} of dims {md.inner_idxs}"
+    if md.block_size > _MAX_BLOCK:
+        return f"inner blocks of {md.block_size} elements are larger than supported ({_MAX_BLOCK})"
+    if any(d < 0 for d in md.dims) or any(p < d for p, d in zip(md.padded_dims, md.dims)):
+        return f"dims {md.dims} must be non-negative and not larger than padded_dims {md.padded_dims}"
+    if any(p < 0 for p in md.padded_offsets) or md.offset0 < 0:
+        return "offset0 and padded_offsets must not be negative"
+    return None
+
+
+def element_span(md: MemoryDesc) -> tuple[int, int] | None:
+    """(lowest, highest) element offset any position of ``md`` maps to (padding included).
+
+    None for a zero-volume descriptor (no position). Exact for any strides,
+    negative ones included: the offset is a sum of per-dim terms, and each
+    term is bounded by enumerating one block of its dim.
+
+    >>> element_span(MemoryDesc([2, 17, 5, 4], "f32", "nChw16c"))
+    (0, 1279)
+    """
+    if any(p == 0 for p in md.padded_dims) or md.has_zero_dim:
+        return None
+    lo = hi = md.offset0
+    for first, last, blk, stride, inner in _dim_parts(md):
+        # g[r]: offset of position r inside the dim's block (its inner digits)
+        g = np.zeros(blk, dtype=np.int64)
+        rest = np.arange(blk, dtype=np.int64)
+        for b, s in reversed(inner):  # innermost first, as oneDNN's off_v
+            g += (rest % b) * s
+            rest //= b
+        q0, q1 = first // blk, last // blk
+        dlo = dhi = None
+        for q in sorted({q0, min(q0 + 1, q1), max(q1 - 1, q0), q1}):
+            r0 = first - q * blk if q == q0 else 0
+            r1 = last - q * blk if q == q1 else blk - 1
+            seg = g[r0:r1 + 1]
+            a = q * stride + int(seg.min())
+            b_ = q * stride + int(seg.max())
+            dlo = a if dlo is None else min(dlo, a)
+            dhi = b_ if dhi is None else max(dhi, b_)
+        assert dlo is not None and dhi is not None
+        lo += dlo
+        hi += dhi
+    return lo, hi
+
+
+def overlapping_dims(md: MemoryDesc) -> str | None:
+    """Why two positions of ``md`` may share an address (None when they cannot).
+
+    A sufficient test: the outer dims, sorted by stride, must each step over
+    everything the smaller ones (and the inner blocks) reach. A stride-0 dim
+    of size > 1 (a broadcast) always overlaps.
+
+    >>> overlapping_dims(MemoryDesc([3, 4], "f32", strides=[0, 1]))
+    'dim 0 has 3 positions at stride 0 (a broadcast)'
+    """
+    digits = []
+    for d, (first, last, blk, stride, _) in enumerate(_dim_parts(md)):
+        count = last // blk - first // blk + 1
+        if count > 1:
+            if stride == 0:
+                return f"dim {d} has {count} positions at stride 0 (a broadcast)"
+            digits.append((abs(stride), count, d))
+    reach = md.block_size - 1
+    prev = None
+    for stride, count, d in sorted(digits):
+        if stride <= reach:
+            with_ = f"dim {prev}" if prev is not None else "the inner blocks"
+            return f"dim {d} (stride {stride}) overlaps {with_} (offsets up to {reach})"
+        reach += (count - 1) * stride
+        prev = d
+    return None
+
+
+def check_layout(md: MemoryDesc, what: str, *, dst: bool) -> None:
+    """Compile-time checks of one operand's layout (see the module docstring)."""
+    err = _layout_error(md, dst)
+    if err is not None:
+        raise LayoutError(f"{what}: {md!r}: {err}")
+
+
+@lru_cache(maxsize=4096)
+def _layout_error(md: MemoryDesc, dst: bool) -> str | None:
+    err = _structure_errors(md)
+    if err is None:
+        span = element_span(md)
+        if span is not None:
+            lo, hi = span
+            if lo < 0:
+                err = f"positions map to negative offsets (down to {lo}); a buffer cannot hold it"
+            elif (hi + 1) * md.dtype.size > INT64_MAX:
+                err = f"its last byte ({(hi + 1) * md.dtype.size}) is beyond 64-bit offsets"
+            elif dst:
+                ov = overlapping_dims(md)
+                if ov is not None:
+                    err = (f"a destination must map every position to its own address, but {ov}; "
+                           f"overlapping (e.g. broadcast) layouts are for sources only")
+    return err
 
 
 def _size_rule(md: MemoryDesc) -> tuple[int, int, bool]:
-    """(get_size, required bytes, whether a larger buffer is acceptable)."""
+    """(get_size, required bytes, whether a larger buffer is acceptable): see the module docstring."""
     size = md.get_size()
-    req = max(md.required_bytes(), 0)
-    # A view (submemory, gaps, offset0) lives inside a bigger parent buffer.
+    span = element_span(md) if md.format_kind == "blocked" and md.ndims else None
+    req = (span[1] + 1) * md.dtype.size if span is not None else 0
+    # A view (submemory, gaps, offset0, broadcast) lives inside a bigger parent buffer.
     view = not md.is_dense() or req > size
     return size, req, view
 
 
+# ----------------------------------------------------------- parallel launches
+# Numba's workqueue threading layer aborts the process when two threads run parallel
+# regions at once, and GNU OpenMP aborts a forked child that starts one. So: while the
+# layer is unknown or is workqueue, one thread at a time gets the pool (others run
+# serially); a child forked after an OpenMP region runs serially.
+_PAR_UNKNOWN, _PAR_FREE, _PAR_ONE_AT_A_TIME, _PAR_SERIAL = 0, 1, 2, 3
+_par_mode = _PAR_UNKNOWN
+_par_lock = threading.Lock()
+
+
+def _learn_threading_layer() -> None:
+    global _par_mode
+    try:
+        import numba
+
+        layer = numba.threading_layer()
+    except Exception:
+        return
+    _par_mode = _PAR_ONE_AT_A_TIME if layer == "workqueue" else _PAR_FREE
+
+
+def _after_fork_in_child() -> None:
+    global _par_mode, _par_lock
+    _par_lock = threading.Lock()
+    if _par_mode == _PAR_FREE:
+        try:
+            import numba
+
+            if numba.threading_layer() == "omp":
+                _par_mode = _PAR_SERIAL
+        except Exception:
+            _par_mode = _PAR_SERIAL
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _run_parallel(addr: int, s8: np.ndarray, d8: np.ndarray, aux: np.ndarray, jobs: int, n: int,
+                  in_place_ok: bool) -> int:
+    mode = _par_mode
+    if mode == _PAR_FREE:
+        return run_parallel(addr, s8, d8, aux, jobs, n, in_place_ok)
+    if mode == _PAR_SERIAL:
+        return run_serial(addr, s8, d8, aux, jobs, in_place_ok)
+    lock = _par_lock
+    if not lock.acquire(blocking=False):
+        return run_serial(addr, s8, d8, aux, jobs, in_place_ok)
+    try:
+        rc = run_parallel(addr, s8, d8, aux, jobs, n, in_place_ok)
+    finally:
+        lock.release()
+    if mode == _PAR_UNKNOWN:
+        _learn_threading_layer()
+    return rc
+
+
+def _ranges_overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    if not a.size or not b.size:
+        return False
+    a0, b0 = a.ctypes.data, b.ctypes.data
+    return a0 < b0 + b.nbytes and b0 < a0 + a.nbytes
+
+
+# -------------------------------------------------------------------- kernel
 class Kernel:
     """A compiled reorder (or eltwise) for one (src, dst, attributes) key.
+
+    Call it as ``kernel(src, dst=None, **runtime)``: it validates the buffers
+    (see :mod:`layoutjit.kernel`), runs, and returns ``dst`` (allocated, 64-byte
+    aligned, when None). Kernels are thread-safe: several threads may call one
+    kernel at once on different buffers (the machine code runs without the GIL).
 
     >>> import layoutjit as lj, numpy as np
     >>> src = lj.MemoryDesc([2, 3], "f32", "ab")
@@ -63,6 +291,7 @@ class Kernel:
         self.path = path
         self.compile_s = compile_s
         self.kind = kind
+        self.loaded_from_disk = False
         self._in_place_ok = in_place_ok
         self._addr = int(module.kernel.address) if module is not None else 0
         self._jobs = plan.jobs if plan is not None else 0
@@ -86,6 +315,7 @@ class Kernel:
         return self._source
 
     def explain(self) -> str:
+        """A readable account of the IR, the plan's choices and the generated code."""
         from .explain import explain_kernel
 
         return explain_kernel(self)
@@ -108,16 +338,15 @@ class Kernel:
                           f"(md.get_size())")
 
     def _prepare(self, src: Any, dst: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        s = as_array(src, "src")
-        self._check(s, self._src_rule, "src", self.src_md)
-        s8 = byte_view(s, "src")
+        s8 = byte_view(as_buffer(src, "src"), "src")
+        self._check(s8, self._src_rule, "src", self.src_md)
         if dst is None:
             size, req, _ = self._dst_rule
             d = aligned_empty(max(size, req), self._dst_storage, zero=self._dst_zero)
         else:
-            d = as_array(dst, "dst")
-            self._check(d, self._dst_rule, "dst", self.dst_md)
+            d = as_buffer(dst, "dst")
         d8 = byte_view(d, "dst", writable=True)
+        self._check(d8, self._dst_rule, "dst", self.dst_md)
         return d, s8, d8
 
     # ------------------------------------------------------------------ call
@@ -128,19 +357,25 @@ class Kernel:
         if (fast is not None and type(src) is np.ndarray and type(dst) is np.ndarray and not runtime
                 and src.nbytes == fast[0] and dst.nbytes == fast[1]):
             fs, fd = src.flags, dst.flags
-            if fs.c_contiguous and fd.c_contiguous and fd.writeable and not src.dtype.hasobject:
-                s8 = src.view(_U8) if src.ndim == 1 else src.reshape(-1).view(_U8)
-                d8 = dst.view(_U8) if dst.ndim == 1 else dst.reshape(-1).view(_U8)
-                if verbose.enabled:
-                    t0 = time.perf_counter()
-                    self._launch(s8, d8, _NO_AUX)
-                    verbose.log_exec(self, (time.perf_counter() - t0) * 1e3)
-                elif fast[2]:
-                    if run_serial(self._addr, s8, d8, _NO_AUX, self._jobs, self._in_place_ok):
-                        raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
+            if fs.c_contiguous and fd.c_contiguous and fd.writeable:
+                try:
+                    s8 = src.view(_U8) if src.ndim == 1 else src.reshape(-1).view(_U8)
+                    d8 = dst.view(_U8) if dst.ndim == 1 else dst.reshape(-1).view(_U8)
+                except TypeError:  # arrays of Python objects: the slow path says why not
+                    pass
                 else:
-                    self._launch(s8, d8, _NO_AUX)
-                return dst
+                    if verbose.enabled:
+                        t0 = time.perf_counter()
+                        self._launch(s8, d8, _NO_AUX)
+                        verbose.log_exec(self, (time.perf_counter() - t0) * 1e3)
+                    elif fast[2]:
+                        if run_serial(self._addr, s8, d8, _NO_AUX, self._jobs, self._in_place_ok):
+                            raise LayoutError("src and dst overlap in memory; a reorder needs "
+                                              "separate buffers")
+                    else:
+                        self._launch(s8, d8, _NO_AUX)
+                    return dst
+        keep: list[np.ndarray] = []
         if self.attrs is None:
             if runtime:
                 raise LayoutError(f"unexpected arguments {sorted(runtime)}: this kernel was "
@@ -151,16 +386,21 @@ class Kernel:
                 raise LayoutError("dst: a kernel with a sum post-op reads dst; pass the dst buffer")
             aux, keep = self.attrs.runtime_table(dict(runtime))  # keep: alive during the call
         d, s8, d8 = self._prepare(src, dst)
+        for a in keep:
+            if _ranges_overlap(a, d8):
+                raise LayoutError("dst overlaps an attribute buffer (scales, zero points or a "
+                                  "binary input); they must be separate")
         t0 = time.perf_counter() if verbose.enabled else 0.0
         self._launch(s8, d8, aux)
         if verbose.enabled:
             verbose.log_exec(self, (time.perf_counter() - t0) * 1e3)
-        return d if dst is None or isinstance(dst, np.ndarray) else dst
+        return d if dst is None else dst
 
     def _launch(self, s8: np.ndarray, d8: np.ndarray, aux: np.ndarray) -> None:
         if self._jobs == 0 or self._addr == 0:
-            if s8.ctypes.data != d8.ctypes.data or not self._in_place_ok:
-                _check_overlap(s8, d8)
+            if s8.ctypes.data != d8.ctypes.data or s8.size != d8.size or not self._in_place_ok:
+                if _ranges_overlap(s8, d8):
+                    raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
             return
         if self._serial:
             rc = run_serial(self._addr, s8, d8, aux, self._jobs, self._in_place_ok)
@@ -169,12 +409,6 @@ class Kernel:
             if n <= 1:
                 rc = run_serial(self._addr, s8, d8, aux, self._jobs, self._in_place_ok)
             else:
-                rc = run_parallel(self._addr, s8, d8, aux, self._jobs, n, self._in_place_ok)
+                rc = _run_parallel(self._addr, s8, d8, aux, self._jobs, n, self._in_place_ok)
         if rc:
             raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
-
-
-def _check_overlap(s8: np.ndarray, d8: np.ndarray) -> None:
-    if s8.size and d8.size and np.shares_memory(s8, d8):
-        raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
-
