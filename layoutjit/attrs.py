@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .buffers import as_array, byte_view
+from .buffers import as_buffer, byte_view
 from .codegen import Epilogue
 from .desc import MemoryDesc
 from .errors import LayoutError
@@ -198,6 +198,9 @@ class Attrs:
                 raise LayoutError(f"{what}: expected a dict like {{'src': array}}, got {type(dct).__name__}")
         keep: list[np.ndarray] = []
         nbin = sum(1 for p in self.post_ops if p.kind == "binary")
+        if binary is not None and not isinstance(binary, (list, tuple)):
+            raise LayoutError(f"binary: expected a list with one buffer per binary post-op, got "
+                              f"{type(binary).__name__}")
         if nbin:
             if binary is None or len(binary) != nbin:
                 raise LayoutError(f"binary: this kernel has {nbin} binary post-op(s); pass binary=[...] "
@@ -208,7 +211,7 @@ class Attrs:
         for name, kind, payload in self._operand_list():
             if kind == "binary":
                 md = payload.md
-                a = as_array(next(bin_iter), name)
+                a = as_buffer(next(bin_iter), name)
                 size = md.get_size()
                 if a.nbytes != size and not (a.nbytes >= md.required_bytes() and not md.is_dense()):
                     raise LayoutError(f"binary: the buffer for {md!r} must have {size} bytes, got {a.nbytes}")
@@ -232,6 +235,8 @@ class Attrs:
 
 def _values(x: Any, kind: str, count: int, what: str) -> np.ndarray:
     want = np.float32 if kind == "f32" else np.int32
+    if x is None:
+        raise LayoutError(f"{what}: expected numbers, got None")
     if isinstance(x, np.ndarray):
         if x.dtype != want:
             raise LayoutError(f"{what}: values must be {np.dtype(want).name}, got {x.dtype}")

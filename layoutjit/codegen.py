@@ -117,9 +117,11 @@ def dim_segments(ir: LoopIR, node: Node, state: object) -> list[tuple[int, int, 
     """Split the loop over ``node`` into (start, stop, new state of its dim) ranges.
 
     ``state`` of a padded dim is ``("partial", base)`` until its heaviest digit
-    is entered; then the ranges are: all-valid steps (state "full"), at most one
-    partially valid step (``("partial", base')``), and all-padding steps ("zero").
-    Steps beyond the destination's padded size are dropped.
+    is entered. A step of weight w covers positions [base + j*w, base + (j+1)*w):
+    steps wholly below ``valid`` are "full", steps wholly in [valid, write) are
+    "zero", steps wholly at or beyond ``write`` are dropped, and a step that
+    straddles ``valid`` or ``write`` (at most two) is ``("partial", its base)``,
+    resolved by the dim's lighter digits.
     """
     if node.dim is None or not ir.dims[node.dim].guarded or state in ("full", "zero"):
         return [(0, node.extent, state)]
@@ -129,17 +131,20 @@ def dim_segments(ir: LoopIR, node: Node, state: object) -> list[tuple[int, int, 
     n, w = node.extent, node.weight
     v = r.valid - base
     wr = r.write - base
-    full = _clamp(v // w, 0, n)
+    full_end = _clamp(v // w, 0, n)  # steps [0, full_end) are all data
+    zero_start = _clamp(-(-v // w), 0, n)  # first step starting at or after valid
+    zero_end = _clamp(wr // w, zero_start, n)  # steps ending at or before write
+    write_end = _clamp(-(-wr // w), 0, n)  # steps starting before write
     segs: list[tuple[int, int, object]] = []
-    if full > 0:
-        segs.append((0, full, "full"))
-    nxt = full
-    if full < n and v - full * w > 0:
-        segs.append((full, full + 1, ("partial", base + full * w) if w > 1 else "full"))
-        nxt = full + 1
-    zend = _clamp(-(-wr // w), 0, n)
-    if zend > nxt:
-        segs.append((nxt, zend, "zero"))
+    if full_end > 0:
+        segs.append((0, full_end, "full"))
+    for j in range(full_end, min(zero_start, write_end)):  # the step holding `valid`
+        segs.append((j, j + 1, ("partial", base + j * w)))
+    if zero_end > zero_start:
+        segs.append((zero_start, min(zero_end, write_end), "zero"))
+    for j in range(max(zero_end, zero_start), write_end):  # the step holding `write`
+        if not segs or segs[-1][1] <= j:
+            segs.append((j, j + 1, ("partial", base + j * w)))
     return segs
 
 
@@ -154,7 +159,7 @@ class KernelWriter:
         self.w = _Writer()
         self.tiles: dict[tuple, str] = {}
         self.ops: list[Operand] = list(self.ir.operands)
-        self.arr = ["dst", "src"] + [f"x{k}" for k in range(2, len(self.ops))]
+        self.arr = ["dst", "src"] + [f"op{k}" for k in range(2, len(self.ops))]
         self.heaviest_first = self._digit_orders()
         # extra operands that are one value for the whole tensor: load once per call
         self.scalar_ops = {k for k in range(2, len(self.ops))
@@ -459,7 +464,7 @@ class KernelWriter:
         for k, op in enumerate(self.ops):
             for d in range(len(self.ir.dims)):
                 if any(n.dim == d and n.strides[k] is None for n in self.ir.nodes):
-                    x = self.w.var("x")
+                    x = self.w.var("ix")
                     self.w.put(depth, f"{x} = {self._index_expr(d, state, terms)}")
                     out[k] = f"({out[k]} + {op.offset_expr_of_dim(d, x)})"
         return out
@@ -472,7 +477,7 @@ class KernelWriter:
         conds_valid = []
         conds_write = []
         for d in rt:
-            x = self.w.var("x")
+            x = self.w.var("ix")
             self.w.put(depth, f"{x} = {self._index_expr(d, state, terms)}")
             r = self.ir.dims[d]
             conds_valid.append(f"{x} < {r.valid}")
@@ -737,15 +742,15 @@ class KernelWriter:
             return self._range_of(n, state)
 
         def run_range(r: int, c: int) -> tuple[int, int]:
-            """(valid, written) length of the run at row r, column c."""
-            if zero:
-                return 0, self._range_of(L, state)[1]
+            """(valid, written) length of the run at row r, column c (zero mode: nothing valid)."""
             bl = base_of(L)
             if bl is None:
-                return self._range_of(L, state)
+                v, wr = self._range_of(L, state)
+                return (0 if zero else v), wr
             off = bl + (r * A.weight if A.dim == L.dim else 0) + (c * B.weight if B.dim == L.dim else 0)
             rr = self.ir.dims[L.dim]  # type: ignore[index]
-            return _clamp(rr.valid - off, 0, L.extent), _clamp(rr.write - off, 0, L.extent)
+            wr = _clamp(rr.write - off, 0, L.extent)
+            return (0 if zero else _clamp(rr.valid - off, 0, L.extent)), wr
 
         vA, wrA = valid_of(A)
         vB, wrB = valid_of(B)

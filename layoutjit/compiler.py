@@ -65,56 +65,12 @@ def _check_attr_operands(src_md: MemoryDesc, dst_md: MemoryDesc, attrs: Attrs) -
                 raise Unimplemented(f"post_ops[{i}] src1_md: padded_offsets are not supported")
 
 
-# ------------------------------------------------------------------ safety nets
-# Known gaps of the planner/code generator, found by tests/fuzz_long.py. Each net refuses
-# or re-plans the affected cases; tests/test_robustness.py has strict xfail tests that
-# switch a net off (SAFETY_NETS) and show the gap. Remove a net when its test passes.
-SAFETY_NETS = {"padding_overrun": True, "tile_with_index_offsets": True, "tile_with_odd_padding": True}
-
-
-def padding_overrun(ir: LoopIR) -> str | None:
-    """Why codegen's zero-padding loops would write past the destination's padded size.
-
-    The zero range of a loop of weight w > 1 is rounded up to whole steps, so
-    a padded size that is not a multiple of w, with a w-aligned step starting
-    in the padding, is overrun (only custom ``padded_dims`` from
-    ``MemoryDesc.from_blocking`` do that).
-    """
-    for d, r in enumerate(ir.dims):
-        if r.valid >= r.write:
-            continue
-        for n in ir.nodes:
-            w = n.weight
-            if n.dim == d and w > 1 and r.write % w and r.write // w * w >= r.valid:
-                return (f"dim {d}: padded size {r.write} is not a multiple of the block {w} of an "
-                        f"operand, with whole blocks of padding")
-    return None
-
-
-def odd_padding(md: MemoryDesc) -> bool:
-    """True when a padded size differs from the dim rounded up to its blocks.
-
-    Format tags never do that; submemories smaller than a block and
-    ``from_blocking`` with custom ``padded_dims`` do.
-    """
-    return any(d and p != -(-d // b) * b for d, p, b in zip(md.dims, md.padded_dims, md.blocks))
-
-
 def lower_and_plan(src_md: MemoryDesc, dst_md: MemoryDesc, attrs: Attrs | None
                    ) -> tuple[LoopIR, Plan, Epilogue]:
     extra = attrs.extra_operands(src_md, dst_md) if attrs is not None else ()
     ir = lower(dst_md, src_md, extra)
-    if SAFETY_NETS["padding_overrun"]:
-        why = padding_overrun(ir)
-        if why is not None:
-            raise Unimplemented(f"dst_md {dst_md!r}: {why}")
     ep = attrs.epilogue(src_md, dst_md) if attrs is not None else plain_epilogue(src_md.dtype, dst_md.dtype)
-    allow_tile = ep.tile_ok
-    if SAFETY_NETS["tile_with_index_offsets"] and any(s is None for n in ir.nodes for s in n.strides):
-        allow_tile = False  # micro-kernels drop the offset of an operand whose blocks do not nest
-    if SAFETY_NETS["tile_with_odd_padding"] and odd_padding(dst_md):
-        allow_tile = False  # micro-kernels write zeros past such a padded size (or beyond the buffer)
-    plan = make_plan(ir, allow_tile=allow_tile)
+    plan = make_plan(ir, allow_tile=ep.tile_ok)
     return ir, plan, ep
 
 

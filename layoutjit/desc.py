@@ -60,7 +60,21 @@ class MemoryDesc:
 
     __slots__ = ("_ndims", "_dims", "_dtype", "_padded_dims", "_padded_offsets",
                  "_offset0", "_format_kind", "_strides", "_inner_blks", "_inner_idxs",
-                 "_hash", "_tagname")
+                 "_hash", "_tagname", "_keyc")
+    # the slots' types (set once, through object.__setattr__, in _set)
+    _ndims: int
+    _dims: tuple[int, ...]
+    _dtype: DataType
+    _padded_dims: tuple[int, ...]
+    _padded_offsets: tuple[int, ...]
+    _offset0: int
+    _format_kind: str
+    _strides: tuple[int, ...]
+    _inner_blks: tuple[int, ...]
+    _inner_idxs: tuple[int, ...]
+    _hash: int | None
+    _tagname: str | None | bool  # False: not looked up yet
+    _keyc: tuple | None  # the equality key, computed once
 
     # ------------------------------------------------------------------ creation
     def __init__(self, dims: Sequence[int], dtype: Any, tag: str | None = None, *,
@@ -186,6 +200,7 @@ class MemoryDesc:
         sa(self, "_inner_idxs", inner_idxs)
         sa(self, "_hash", None)
         sa(self, "_tagname", False)
+        sa(self, "_keyc", None)
 
     def _replace(self, **kw: Any) -> MemoryDesc:
         vals = {f: getattr(self, "_" + f) for f in _FIELDS}
@@ -206,14 +221,17 @@ class MemoryDesc:
     # ---------------------------------------------------------------- attributes
     @property
     def ndims(self) -> int:
+        """Number of logical dims (0 for the zero md)."""
         return self._ndims
 
     @property
     def dims(self) -> tuple[int, ...]:
+        """Logical dims, in logical order (n, c, h, w for a 4-D activation)."""
         return self._dims
 
     @property
     def dtype(self) -> DataType:
+        """The data type (a :class:`~layoutjit.dtypes.DataType`, equal to its name, e.g. ``"f32"``)."""
         return self._dtype
 
     @property
@@ -223,10 +241,16 @@ class MemoryDesc:
 
     @property
     def padded_dims(self) -> tuple[int, ...]:
+        """Dims rounded up to whole blocks; positions beyond ``dims`` hold zeros.
+
+        >>> MemoryDesc([2, 17, 5, 4], "f32", "nChw16c").padded_dims
+        (2, 32, 5, 4)
+        """
         return self._padded_dims
 
     @property
     def padded_offsets(self) -> tuple[int, ...]:
+        """Per dim, padding before the first element (oneDNN's ``padded_offsets``; usually 0)."""
         return self._padded_offsets
 
     @property
@@ -256,6 +280,7 @@ class MemoryDesc:
 
     @property
     def inner_nblks(self) -> int:
+        """Number of inner blocks (``len(inner_blks)``)."""
         return len(self._inner_blks)
 
     # ------------------------------------------------------------- derived info
@@ -269,6 +294,11 @@ class MemoryDesc:
 
     @property
     def block_size(self) -> int:
+        """Elements in one inner block (the product of ``inner_blks``; 1 when plain).
+
+        >>> MemoryDesc([8, 8], "f32", "AB4b16a4b").block_size
+        256
+        """
         n = 1
         for b in self._inner_blks:
             n *= b
@@ -284,6 +314,7 @@ class MemoryDesc:
 
     @property
     def has_zero_dim(self) -> bool:
+        """True when some dim is 0 (a tensor with no elements)."""
         return any(d == 0 for d in self._dims)
 
     @property
@@ -293,10 +324,12 @@ class MemoryDesc:
 
     @property
     def has_padding(self) -> bool:
+        """True when ``padded_dims`` differ from ``dims`` (the layout holds zero padding)."""
         return self._padded_dims != self._dims
 
     @property
     def is_blocked(self) -> bool:
+        """True for a concrete layout (format kind ``"blocked"``; plain layouts count too)."""
         return self._format_kind == "blocked"
 
     def get_size(self) -> int:
@@ -376,7 +409,13 @@ class MemoryDesc:
     # ------------------------------------------------------------ tag matching
     @property
     def tag(self) -> str | None:
-        """The preferred name of a format tag that gives exactly this layout, or None."""
+        """The preferred name of a format tag that gives exactly this layout, or None.
+
+        >>> MemoryDesc([2, 3, 4, 5], "f32", "acdb").tag
+        'nhwc'
+        >>> MemoryDesc([2, 3], "f32", strides=[6, 2]).tag is None
+        True
+        """
         if self._tagname is False:
             object.__setattr__(self, "_tagname", self._find_tag())
         return self._tagname  # type: ignore[return-value]
@@ -412,6 +451,13 @@ class MemoryDesc:
 
     # ------------------------------------------------------- equality and hash
     def _key(self) -> tuple:
+        k = self._keyc
+        if k is None:
+            k = self._make_key()
+            object.__setattr__(self, "_keyc", k)
+        return k
+
+    def _make_key(self) -> tuple:
         if self._ndims == 0:
             return (0,)
         base = (self._ndims, self._dims, str(self._dtype), self._padded_dims,
@@ -692,7 +738,14 @@ def _strides_check(dims: tuple[int, ...], pdims: tuple[int, ...], strides: tuple
     for b, i in zip(inner_blks, inner_idxs):
         blocks[i] *= b
         block_size *= b
-    perm = sorted(range(n), key=lambda d: (strides[d], pdims[d], d))
+    def order(d: int) -> tuple:
+        # oneDNN's tie rule: blocked dims first, fewer outer blocks first, then the larger
+        # index; unblocked: the smaller padded dim first, then the smaller index
+        if blocks[d] > 1:
+            return (strides[d], 0, -(-pdims[d] // blocks[d]), -d)
+        return (strides[d], 1, pdims[d], d)
+
+    perm = sorted(range(n), key=order)
     min_stride = block_size
     prev = None
     for d in perm:
@@ -705,6 +758,6 @@ def _strides_check(dims: tuple[int, ...], pdims: tuple[int, ...], strides: tuple
             raise LayoutError(
                 f"{where}: strides: dim {d} (stride {strides[d]}) overlaps{other}; "
                 f"its stride must be at least {min_stride}")
-        min_stride = strides[d] * (pdims[d] // blocks[d])
+        min_stride = strides[d] * -(-pdims[d] // blocks[d])  # a partial block still takes room
         prev = d
     _overflow_check(pdims, strides, blocks, dt, where)

@@ -287,6 +287,10 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True) -> tuple[LoopIR, Ti
     if not _tile_supported(src.dtype, dst.dtype):
         notes.append(f"no vector micro-kernel for {src.dtype}->{dst.dtype}")
         return ir, None, notes
+    if any(s is None for n in nodes for s in n.strides):
+        notes.append("an operand's blocks do not nest with the others: its offsets come from the "
+                     "logical index, in element loops")
+        return ir, None, notes
     ssz, dsz = src.dtype.size, dst.dtype.size
     ia = next((i for i, n in enumerate(nodes) if n.strides[0] == 1), None)
     ib = next((i for i, n in enumerate(nodes) if n.strides[1] == 1), None)

@@ -171,7 +171,7 @@ def test_non_numeric_sum_beta_is_a_layout_error(beta):
         lj.compile_reorder(M([3, 8], "f32", "ab"), M([3, 8], "f32", "ba"), post_ops=[("sum", beta)])
 
 
-# ============================================== known gaps elsewhere (strict xfail)
+# ============================ regressions found by the long fuzz run (tests/fuzz_long.py)
 def _guarded_run(src_md, dst_md, slack=512):
     """(values ok, guards ok) of a reorder into a destination with wide sentinel margins."""
     n = max(dst_md.get_size(), dst_md.required_bytes())
@@ -184,60 +184,22 @@ def _guarded_run(src_md, dst_md, slack=512):
             bool((whole[:slack] == SENTINEL).all() and (whole[slack + n:] == SENTINEL).all()))
 
 
-@pytest.fixture
-def net_off(monkeypatch):
-    """Switch one compiler safety net off (with a private in-memory kernel cache)."""
-    import layoutjit.compiler as compiler
-    from layoutjit.cache import MemoryCache
-
-    monkeypatch.setattr(compiler, "KERNELS", MemoryCache())
-
-    def off(name):
-        monkeypatch.setitem(compiler.SAFETY_NETS, name, False)
-
-    return off
-
-
-def test_safety_nets_refuse_or_replan():
-    src, dst = M([9, 5], "f32", "Ab2a"), M.from_blocking([9, 5], "f32", [5, 1], padded_dims=[11, 5])
-    with pytest.raises(lj.Unimplemented, match="padded size 11 is not a multiple of the block 2"):
-        lj.compile_reorder(src, dst)
-    assert _guarded_run(M([9, 5], "f32", "Ab8a"), M.from_blocking([9, 5], "f32", [5, 1],
-                                                                  padded_dims=[10, 5])) == (True, True)
-    assert _guarded_run(M([10, 3, 1], "f32", "ABc16a16b"), M([10, 3, 1], "f32", "AbC5a4c")) == (True, True)
-    sub = M([120, 2, 1], "f32", "AbC4a4c4a").submemory_desc([3, 2, 1], [0, 0, 0])
-    assert _guarded_run(M([3, 2, 1], "f32", "Abc2a"), sub) == (True, True)
-
-
-@pytest.mark.xfail(strict=True, reason="codegen.dim_segments (layoutjit/codegen.py): the zero range of a "
-                   "padded dim is rounded up to whole steps of weight w, so a padded size that is not a "
-                   "multiple of w (MemoryDesc.from_blocking padded_dims) is overrun: an out-of-bounds write. "
-                   "compiler.SAFETY_NETS['padding_overrun'] refuses these until fixed")
-def test_codegen_padding_overrun(net_off):
-    net_off("padding_overrun")
+def test_codegen_padding_overrun():
+    """A padded size that is not a multiple of a block: no write past it (codegen.dim_segments)."""
     src, dst = M([9, 5], "f32", "Ab2a"), M.from_blocking([9, 5], "f32", [5, 1], padded_dims=[11, 5])
     assert _guarded_run(src, dst) == (True, True)
 
 
-@pytest.mark.xfail(strict=True, reason="plan.py/codegen.py: a register tile ignores an operand whose blocks "
-                   "do not nest with the destination's (Node.strides None: 'offset computed from the index'); "
-                   "every tile reads the same source offset -> wrong values. "
-                   "compiler.SAFETY_NETS['tile_with_index_offsets'] plans those without tiles until fixed")
 @pytest.mark.parametrize("src_tag,dst_tag,dims", [("ABc16a16b", "AbC5a4c", [10, 3, 1]),
                                                   ("AB3b3a16b", "AB16a16b", [13, 3])])
-def test_tile_with_non_nesting_blocks(net_off, src_tag, dst_tag, dims):
-    net_off("tile_with_index_offsets")
+def test_tile_with_non_nesting_blocks(src_tag, dst_tag, dims):
+    """Blocks that do not nest: offsets from the index, no register tiles (plan.choose_tile)."""
     assert _guarded_run(M(dims, "f32", src_tag), M(dims, "f32", dst_tag)) == (True, True)
 
 
-@pytest.mark.xfail(strict=True, reason="plan.py/codegen.py: with a destination whose padded size is not "
-                   "the dim rounded up to its blocks (a submemory smaller than a block; from_blocking "
-                   "padded_dims), the micro-kernels write zeros into positions outside the layout (a "
-                   "submemory's neighbours) or past the buffer, and misplace values. "
-                   "compiler.SAFETY_NETS['tile_with_odd_padding'] plans those without tiles until fixed")
 @pytest.mark.parametrize("case", ["submemory", "from_blocking"])
-def test_tile_with_odd_destination_padding(net_off, case):
-    net_off("tile_with_odd_padding")
+def test_tile_with_odd_destination_padding(case):
+    """Padded size below a whole block: micro-kernels write only inside the layout."""
     if case == "submemory":  # the sub-tensor's padded size 3 < the block 4x4 of dim a
         src, dst = M([3, 2, 1], "f32", "Abc2a"), M([120, 2, 1], "f32", "AbC4a4c4a").submemory_desc([3, 2, 1], [0, 0, 0])
     else:  # dim b padded 5 -> 6
@@ -246,26 +208,17 @@ def test_tile_with_odd_destination_padding(net_off, case):
     assert _guarded_run(src, dst) == (True, True)
 
 
-@pytest.mark.xfail(strict=True, reason="codegen.py: a logical-index temporary named x4 (for an operand "
-                   "whose blocks do not nest: offset from the index) shadows the carray x4 of extra operand 4 "
-                   "-> Numba TypingError 'getitem(Literal[int](0), uint64)' (reported as a LayoutError)")
 def test_codegen_name_clash_with_three_extra_operands():
     one = M([1, 1, 1, 1], "f32", "abcd")
     lj.compile_reorder(M([1, 1, 1, 5], "f32", "gOIw16i16o"), M([1, 1, 1, 5], "f32", "abCd3c"),
                        scales={"dst": 0}, post_ops=[("binary", "add", one), ("binary", "add", one)])
 
 
-@pytest.mark.xfail(strict=True, reason="desc._strides_check (layoutjit/desc.py) sizes a blocked dim by "
-                   "floor(padded_dims / blocks); with padded_dims not a multiple of the block it accepts "
-                   "overlapping strides (kernels refuse such a destination: kernel.overlapping_dims)")
 def test_from_blocking_refuses_overlapping_strides():
     with pytest.raises(lj.LayoutError):
         M.from_blocking([17, 20], "f32", [16, 16], [16], [0], padded_dims=[17, 20])  # (16,0) and (0,1) -> 16
 
 
-@pytest.mark.xfail(strict=True, reason="desc.MemoryDesc.from_blocking refuses the blocking a format tag "
-                   "builds when a blocked dim has one block and ties the next dim's stride "
-                   "(_strides_check sorts ties by padded_dims; oneDNN has the same FIXME)")
 def test_from_blocking_accepts_a_tags_own_blocking():
     t = M([4, 4, 1, 1, 1], "f64", "nCdhw16c")
     assert M.from_blocking(t.dims, "f64", t.strides, t.inner_blks, t.inner_idxs) == t
@@ -485,16 +438,12 @@ def test_runtime_arguments_without_attributes(k_t):
     expect_refused(k_t, good_src(), whole, "unexpected arguments \\['scales'\\]", dst=dst, scales={"src": 1.0})
 
 
-@pytest.mark.xfail(strict=True, reason="Attrs.runtime_table (layoutjit/attrs.py): len(binary) on a "
-                   "non-sequence raises TypeError instead of a LayoutError naming 'binary'")
 def test_binary_not_a_list_is_a_layout_error(k_attr):
     with pytest.raises(lj.LayoutError, match="binary"):
         k_attr(good_src(), np.zeros(24, np.int8), scales={"src": np.ones(8, np.float32), "dst": np.ones(3, np.float32)},
                zero_points={"dst": [0, 0, 0]}, binary=np.float32(1.0))
 
 
-@pytest.mark.xfail(strict=True, reason="attrs._values (layoutjit/attrs.py): np.asarray(None, float64) "
-                   "is NaN, so scales={'src': None} silently scales by NaN instead of a LayoutError")
 def test_none_scale_is_a_layout_error():
     k = lj.compile_reorder(M([3, 8], "f32", "ab"), M([3, 8], "f32", "ba"), scales={"src": 0})
     with pytest.raises(lj.LayoutError, match="scales\\['src'\\]"):
