@@ -74,7 +74,12 @@ def reorder(src: Any, src_md: MemoryDesc, dst_md: MemoryDesc, dst: Any = None, *
 
 
 def plain_desc(dims: Any, dtype: Any) -> MemoryDesc:
-    """The row-major (``abc...``) descriptor of a logical tensor."""
+    """The row-major (``abc...``) descriptor of a logical tensor.
+
+    >>> import layoutjit as lj
+    >>> lj.plain_desc((2, 3, 4), "f32")
+    MemoryDesc(f32, 2x3x4, ncw)
+    """
     dims = tuple(int(d) for d in dims)
     return MemoryDesc(dims, dtype, _PLAIN[: len(dims)]) if dims else MemoryDesc((), dtype)
 

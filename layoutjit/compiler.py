@@ -95,6 +95,8 @@ def build(src_md: MemoryDesc, dst_md: MemoryDesc, attrs: Attrs | None = None,
     if attrs is not None:
         _check_attr_operands(src_md, dst_md, attrs)
     if src_md.has_zero_dim:
+        if verbose.enabled:
+            verbose.emit("compile", kind, src_md, dst_md, attrs.describe() if attrs is not None else "", 0.0)
         return Kernel(src_md, dst_md, attrs, None, "# zero-volume: nothing to do\n", None, None,
                       0.0, kind, in_place_ok)
     pair = f"{kind} {src_md!r} -> {dst_md!r}" + (f" [{attrs.describe()}]" if attrs is not None else "")

@@ -51,6 +51,7 @@ class DataType(str):
 
     @property
     def name(self) -> str:
+        """The oneDNN name as a plain ``str`` (``"bf16"``)."""
         return str.__str__(self)
 
     @property
@@ -119,5 +120,10 @@ def as_dtype(x: Any) -> DataType:
 
 
 def numpy_to_dtype(nd: np.dtype) -> DataType | None:
-    """The DataType a numpy array of dtype ``nd`` holds, or None."""
+    """The DataType a numpy array of dtype ``nd`` holds, or None.
+
+    >>> import numpy as np
+    >>> numpy_to_dtype(np.float32), numpy_to_dtype(np.uint16)
+    (DataType('f32'), None)
+    """
     return _BY_NUMPY.get(np.dtype(nd))

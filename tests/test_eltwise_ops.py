@@ -16,7 +16,6 @@ import ctypes
 import importlib.util
 import re
 
-import eltwise_reference as ref  # tests/ is on sys.path (conftest.py)
 import numba
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import eltwise_reference as ref  # tests/ is on sys.path (conftest.py)
 import layoutjit
 from layoutjit import eltwise_ops as eo
 
