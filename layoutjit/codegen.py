@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .ir import LoopIR, Node, Operand
-from .plan import Plan
+from .plan import Plan, shift_group
+from .simd import tile_shift_supported
 
 CODEGEN_VERSION = "1"
 
@@ -222,7 +223,9 @@ class KernelWriter:
             kinds = sorted({k[0] for k in self.tiles} | ({"sfence"} if self.uses_nt else set()))
             head.append(f"from layoutjit.simd import {', '.join(kinds)}")
         for spec, name in self.tiles.items():
-            if spec[0] == "gather":
+            if spec[0] == "tile_shift":
+                head.append(f"{name} = tile_shift({spec[1]!r})")
+            elif spec[0] == "gather":
                 _, R, V, Rv, nt, sdt, ddt = spec
                 head.append(f"{name} = gather({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, nt={nt}, "
                             f"vbytes={p.vector_bytes})")
@@ -272,7 +275,9 @@ class KernelWriter:
             w.put(depth, f"v{k} = {self.arr[k]}[{self.ops[k].offset0}]")
         buf_at = len(w.lines)
         t = self.plan.tile
-        if self.plan.nt and t is not None and t.kind == "stream":
+        if self.plan.shifted:
+            self._render_shifted(depth)
+        elif self.plan.nt and t is not None and t.kind == "stream":
             dsz = self.ops[0].dtype.size
             w.put(depth, "dbase = dst.ctypes.data")
             w.put(depth, f"if dbase % {dsz} == 0:")
@@ -296,6 +301,152 @@ class KernelWriter:
             w.lines.insert(buf_at, "    " * depth + f"tbuf = np.empty({self.buffer_elems}, "
                            f"np.{numba_type(self.ops[1].dtype)})")
         return w.lines
+
+    def _render_shifted(self, depth: int) -> None:
+        """A transpose whose destination rows start off 64-byte lines (``Plan.shifted``).
+
+        Jobs are (outer loops) x (blocks of V destination rows), run in panels of
+        ``shift_panel`` blocks. For each row group of G = R*M source rows, every
+        block is transposed into ``stage`` -- per destination row: q slots for the
+        carry, then G new elements -- and each row emits the whole aligned lines
+        it now has (``gather(1, q)`` non-temporal stores from the stage), keeping
+        the rest (< q elements) in ``carry`` for the next group. A row's first
+        partial line (group 0) and its last elements (last group) are plain
+        stores. A destination not aligned to its element size gets the tiles
+        written straight into it with plain stores (same jobs).
+        """
+        p = self.plan
+        t = p.tile
+        assert t is not None and t.b is not None
+        w = self.w
+        A, B = self.ir.nodes[t.a], self.ir.nodes[t.b]
+        dsz = self.ops[0].dtype.size
+        q = 64 // dsz
+        G = shift_group(t.R, q)
+        sA, dB = A.strides[1], B.strides[0]
+        assert sA is not None and dB is not None
+        outer = [i for i in range(len(self.ir.nodes)) if i not in t.nodes]
+        nbb = -(-B.extent // t.V)
+        nfull = B.extent // t.V
+        btail = B.extent % t.V
+        ng = -(-A.extent // G)
+        last = A.extent - (ng - 1) * G
+        row = q + G
+        pb = p.shift_panel
+        line = self._micro(("gather", 1, q, 1, True), str(self.ops[0].dtype), str(self.ops[0].dtype))
+        vcopy = self._micro(("gather", 1, q, 1, False), str(self.ops[0].dtype), str(self.ops[0].dtype))
+
+        def tiles(dep: int, rows: int, cols: int, target: str) -> None:
+            """Tile calls for ``rows`` source rows x ``cols`` columns at (a0, j)."""
+            for r0 in range(0, rows, t.R):
+                rr = min(t.R, rows - r0)
+                fn = self._micro(("tile", rr, cols, rr, cols, False, False))
+                so = f"so + (a0 + {r0}) * {sA} + j"
+                if target == "stage":
+                    w.put(dep, f"{fn}(src, {so}, {sA}, stage, {q + r0}, {row})")
+                else:
+                    w.put(dep, f"{fn}(src, {so}, {sA}, dst, do + a0 + {r0} + j * {dB}, {dB})")
+
+        def fill(dep: int, target: str) -> None:
+            """The tiles of group g for block jb (full or tail block, full or last group)."""
+            cases = [(f"jb < {nfull}", t.V)] if nfull else []
+            if btail:
+                cases.append(("True", btail))
+            for k, (cond, cols) in enumerate(cases):
+                d2 = dep
+                if len(cases) > 1:
+                    w.put(dep, ("if " if k == 0 else "else:") + (cond + ":" if k == 0 else ""))
+                    d2 = dep + 1
+                if ng > 1 and last != G:
+                    w.put(d2, f"if g < {ng - 1}:")
+                    tiles(d2 + 1, G, cols, target)
+                    w.put(d2, "else:")
+                    tiles(d2 + 1, last, cols, target)
+                else:
+                    tiles(d2, G if ng > 1 else last, cols, target)
+
+        w.put(depth, "dbase = dst.ctypes.data")
+        w.put(depth, f"aligned = dbase % {dsz} == 0")
+        w.put(depth, f"de = dbase // {dsz}")
+        w.put(depth, f"stage = np.empty({t.V * row}, np.{numba_type(self.ops[0].dtype)})")
+        w.put(depth, f"carry = np.empty({pb * t.V * q}, np.{numba_type(self.ops[0].dtype)})")
+        w.put(depth, "it = lo")
+        w.put(depth, "while it < hi:")
+        d = depth + 1
+        w.put(d, f"o = it // {nbb}")
+        w.put(d, f"jb0 = it - o * {nbb}")
+        w.put(d, f"jb1 = min({nbb}, jb0 + {pb}, jb0 + hi - it)")
+        so = [str(self.ops[1].offset0)]
+        do = [str(self.ops[0].offset0)]
+        rest = "o"
+        for i in reversed(outer):
+            n = self.ir.nodes[i]
+            v = w.var("x")
+            w.put(d, f"{v} = {rest} % {n.extent}")
+            r = w.var("r")
+            w.put(d, f"{r} = {rest} // {n.extent}")
+            rest = r
+            so.append(f"{v} * {n.strides[1]}")
+            do.append(f"{v} * {n.strides[0]}")
+        w.put(d, "so = " + " + ".join(so))
+        w.put(d, "do = " + " + ".join(do))
+        w.put(d, f"for g in range({ng}):")
+        w.put(d + 1, f"a0 = g * {G}")
+        w.put(d + 1, "for jb in range(jb0, jb1):")
+        d = d + 2
+        w.put(d, f"j = jb * {t.V}")
+        w.put(d, "if not aligned:")
+        fill(d + 1, "dst")
+        w.put(d + 1, "continue")
+        w.put(d, f"cb = (jb - jb0) * {t.V * q}")
+        sdt, ddt = str(self.ops[1].dtype), str(self.ops[0].dtype)
+        if (ng > 2 and nfull and sdt == ddt and G == q == t.R == t.V == 16
+                and tile_shift_supported(ddt)):
+            # middle groups of full blocks: transpose, realign and store in registers
+            ts = self._micro(("tile_shift",), ddt, ddt)
+            w.put(d, f"if g > 0 and g < {ng - 1} and jb < {nfull}:")
+            w.put(d + 1, f"{ts}(src, so + a0 * {sA} + j, {sA}, dst, do + a0 + j * {dB}, {dB}, carry, cb)")
+            w.put(d + 1, "continue")
+        fill(d, "stage")
+        nc = f"min({t.V}, {B.extent} - j)" if btail else str(t.V)
+        w.put(d, f"for c in range({nc}):")
+        d += 1
+        w.put(d, f"rw = do + (j + c) * {dB}")
+        w.put(d, f"h = (-(de + rw)) & {q - 1}")
+        w.put(d, f"e = c * {row}")
+        w.put(d, f"base = rw + a0 - {q}")
+        w.put(d, f"cc = cb + c * {q}")
+        # middle groups: exactly G/q whole lines per row, unrolled
+        w.put(d, f"if g > 0 and g < {ng - 1}:")
+        w.put(d + 1, f"{vcopy}(carry, cc, 0, stage, e)")
+        w.put(d + 1, f"p = h if h > 0 else {q}")
+        for k in range(G // q):
+            w.put(d + 1, f"{line}(stage, e + p + {k * q}, 0, dst, base + p + {k * q})")
+        w.put(d + 1, f"{vcopy}(stage, e + {G}, 0, carry, cc)")
+        w.put(d + 1, "continue")
+        w.put(d, "if g == 0:")
+        w.put(d + 1, f"for x in range({q}, {q} + h):")
+        w.put(d + 2, f"dst[{_ix('base + x')}] = stage[{_ix('e + x')}]")
+        w.put(d + 1, f"p = {q} + h")
+        w.put(d, "else:")
+        w.put(d + 1, f"{vcopy}(carry, cc, 0, stage, e)")
+        w.put(d + 1, f"p = h if h > 0 else {q}")
+        if ng > 1 and last != G:
+            w.put(d, f"end = {q + G} if g < {ng - 1} else {q + last}")
+        else:
+            w.put(d, f"end = {q + G}")
+        w.put(d, f"while p + {q} <= end:")
+        w.put(d + 1, f"{line}(stage, e + p, 0, dst, base + p)")
+        w.put(d + 1, f"p += {q}")
+        w.put(d, f"if g == {ng - 1}:")
+        w.put(d + 1, "for x in range(p, end):")
+        w.put(d + 2, f"dst[{_ix('base + x')}] = stage[{_ix('e + x')}]")
+        w.put(d, "else:")
+        w.put(d + 1, f"{vcopy}(stage, e + {G}, 0, carry, cc)")
+        w.put(depth + 1, "it += jb1 - jb0")
+        w.put(depth, "if aligned:")
+        w.put(depth + 1, "sfence()")
+        self.uses_nt = True
 
     def _render_jobs(self, depth: int, nt: bool) -> None:
         p = self.plan
@@ -521,7 +672,7 @@ class KernelWriter:
             key = key[:3] + (0, 0) + key[5:]  # all-zero tile: no reads
         if key not in self.tiles:
             self.tiles[key] = f"T{len(self.tiles)}"
-        if key[0] == "tile" and key[5]:
+        if key[0] == "tile" and key[5] or key[0] == "tile_shift":
             self.uses_nt = True
         if key[0] == "gather" and key[4]:
             self.uses_nt = True

@@ -173,6 +173,12 @@ class Plan:
     bytes_moved: int
     notes: tuple[str, ...] = ()
     chunk: int = 0  # stream: elements per job along the run (0: whole runs)
+    shifted: bool = False  # transpose into misaligned dst rows: lines realigned through a stage
+
+    @property
+    def shift_panel(self) -> int:
+        """Shifted plans: B blocks per panel (bounds the per-row carry to ~64 KB)."""
+        return SHIFT_PANEL_BLOCKS
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -208,7 +214,12 @@ class Plan:
         lines = [format_ir(self.ir), ""]
         order = self.loop_order()
         par = order[: self.parallel]
-        if self.jobs > 1:
+        if self.shifted:
+            assert self.tile is not None and self.tile.b is not None
+            lines.append(f"parallel: {self.jobs} jobs over the outer loops x blocks of {self.tile.V} along "
+                         f"{nm(self.tile.b)}; {'serial' if self.serial else 'split between threads'} "
+                         f"({self.bytes_moved} B moved; serial below {PARALLEL_MIN_BYTES} B)")
+        elif self.jobs > 1:
             what = " x ".join(f"#{i}" for i in par)
             if self.macro_job:
                 what = (what + " x " if what else "") + ("the run's chunks" if self.tile and self.tile.kind == "stream"
@@ -235,7 +246,12 @@ class Plan:
             lines.append(f"micro-kernel: stream along {nm(t.a)}, {t.V} elements (one destination line) per "
                          f"call, head peeled at run time"
                          + (f", {self.chunk} elements per job" if self.chunk else ""))
-        if t is not None:
+        if self.shifted:
+            lines.append("stores: destination rows do not start on 64-byte lines: each tile goes to a small "
+                         "stage, and every row's elements are realigned (a carry of under one line per row "
+                         "between row groups) so that all but a row's first and last line are written as "
+                         f"whole aligned non-temporal lines; {self.shift_panel * (t.V if t else 0)} rows per panel")
+        elif t is not None:
             lines.append(f"stores: {'non-temporal where a call writes whole aligned lines' if self.nt else 'plain'}"
                          f"; vector width {self.vector_bytes} B")
         for n in self.notes:
@@ -403,8 +419,14 @@ def choose_parallel(ir: LoopIR, tile: TileSpec | None, bytes_moved: int) -> tupl
     return k, jobs, 0
 
 
-def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None) -> Plan:
-    """Run every pass and record the choices (see the module docstring)."""
+def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
+              allow_shift: bool = True) -> Plan:
+    """Run every pass and record the choices (see the module docstring).
+
+    ``allow_shift``: a transpose whose destination rows are not line-aligned may
+    use the realigning (shifted) stores -- for plain conversions only (the
+    compiler passes False when an epilogue computes the values).
+    """
     vb = vector_bytes() if vbytes is None else vbytes
     ir = normalize(ir)
     ir, tile, notes = choose_tile(ir, vb, allow_tile)
@@ -413,7 +435,54 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None)
     moved = total * (dst.dtype.size + ir.operands[1].dtype.size)
     parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     nt = tile is not None and moved >= NT_MIN_BYTES and _nt_possible(ir, tile)
+    if (allow_shift and tile is not None and not nt and moved >= NT_MIN_BYTES
+            and _shift_possible(ir, tile)):
+        assert tile.b is not None
+        outer = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
+        n_outer = 1
+        for i in outer:
+            n_outer *= ir.nodes[i].extent
+        nbb = -(-ir.nodes[tile.b].extent // tile.V)
+        return Plan(ir, tile, len(outer), n_outer * nbb, vb, True, moved, tuple(notes), 0, shifted=True)
     return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes), chunk)
+
+
+def shift_group(R: int, q: int) -> int:
+    """Source rows per group of a shifted transpose: whole lines (q elements) per row.
+
+    As few as possible: walking a group of rows along the panel is what reads
+    them, and 16 rows read side by side measured 0.9-1.0x copy at 1 thread
+    where 32 rows measured 1.6-1.7x (a 3001x2999 f32 transpose).
+    """
+    return R * max(1, -(-q // R))
+
+
+SHIFT_PANEL_BLOCKS = 64
+
+
+def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
+    """Whether a transpose can realign its destination rows onto whole lines (``Plan.shifted``).
+
+    Needs: a register-tile transpose (not whole blocks), only src and dst, a
+    destination of 2, 4 or 8-byte elements whose row group (R*M elements) is a
+    whole number of lines, no padding or index-computed offsets anywhere, and
+    rows of at least two groups (else there is little to realign).
+    """
+    if tile.kind != "transpose" or tile.rows_contiguous or tile.b is None or len(ir.operands) != 2:
+        return False
+    dsz = ir.operands[0].dtype.size
+    if dsz not in (2, 4, 8):
+        return False
+    q = 64 // dsz
+    group = shift_group(tile.R, q)
+    if group % q:
+        return False
+    if any(r.valid != r.extent or r.write != r.extent for r in ir.dims):
+        return False
+    if any(n.strides[0] is None or n.strides[1] is None for n in ir.nodes):
+        return False
+    a, b = ir.nodes[tile.a], ir.nodes[tile.b]
+    return a.strides[0] == 1 and b.strides[1] == 1 and a.extent >= 2 * group
 
 
 def _nt_possible(ir: LoopIR, tile: TileSpec) -> bool:

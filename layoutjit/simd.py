@@ -74,7 +74,8 @@ from numba.extending import intrinsic
 from . import convert as _cv
 from .dtypes import DataType, as_dtype
 
-__all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "tile", "gather", "sfence", "supports",
+__all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "tile", "tile_shift", "tile_shift_supported",
+           "gather", "sfence", "supports",
            "MAX_TILE"]
 
 _I32 = ir.IntType(32)
@@ -508,6 +509,105 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
         for c in range(V):
             off = builder.add(doff, builder.mul(dstride, ir.Constant(i64, c)))
             store([r * P + c for r in range(R)], off)
+
+
+def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
+                     dstride, cptr: ir.Value, coff, *, s: DataType) -> None:
+    """A 16x16 tile of 4-byte elements whose destination rows are realigned onto whole lines.
+
+    Row c's 16 new elements N (destination offset ``doff + c*dstride``, which is
+    ``mis`` elements past a 64-byte line) join the previous 16 of that row, C,
+    kept at ``carry[coff + 16c]``: the line ``C[16-mis:] ++ N[:16-mis]`` (just N
+    when mis = 0) is stored non-temporally at ``doff + c*dstride - mis`` --
+    aligned -- by one two-source permute (``vpermi2ps``), and N becomes the carry.
+    """
+    R = V = 16
+    sty = _cv.storage_ir_type(s)
+    i64 = soff.type
+    rows = []
+    for r in range(R):
+        off = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))
+        p = builder.gep(sptr, [off], inbounds=True)
+        vty = ir.VectorType(sty, V)
+        rows.append(_V(builder.load(builder.bitcast(p, vty.as_pointer()), align=4),
+                       tuple(r * V + c for c in range(V))))
+    regs = _rechunk(builder, rows, 16)
+    for _ in range(4):
+        regs = _riffle(builder, regs)
+    gather = _Gather(builder, regs)
+    f32 = ir.FloatType()
+    fvec = ir.VectorType(f32, 16)
+    ivec = ir.VectorType(_I32, 16)
+    perm = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(fvec, [fvec, ivec, fvec]), "llvm.x86.avx512.vpermi2var.ps.512")
+    md = builder.module.add_metadata([ir.Constant(_I32, 1)])
+    iota = ir.Constant(ivec, list(range(16)))
+    for c in range(V):
+        n = gather([r * V + c for r in range(R)]).val
+        if n.type != fvec:
+            n = builder.bitcast(n, fvec)
+        cp = builder.bitcast(builder.gep(cptr, [builder.add(coff, ir.Constant(i64, 16 * c))], inbounds=True),
+                             fvec.as_pointer())
+        carry = builder.load(cp, align=4)
+        roff = builder.add(doff, builder.mul(dstride, ir.Constant(i64, c)))
+        rp = builder.gep(dptr, [roff], inbounds=True)
+        mis = builder.and_(builder.lshr(builder.ptrtoint(rp, i64), ir.Constant(i64, 2)), ir.Constant(i64, 15))
+        h = builder.trunc(builder.sub(ir.Constant(i64, 16), mis), _I32)
+        idx = builder.insert_element(ir.Constant(ivec, ir.Undefined), h, ir.Constant(_I32, 0))
+        idx = builder.shuffle_vector(idx, ir.Constant(ivec, ir.Undefined), ir.Constant(ivec, [0] * 16))
+        idx = builder.add(idx, iota)
+        line = builder.call(perm, [carry, idx, n])
+        lp = builder.gep(dptr, [builder.sub(roff, mis)], inbounds=True)
+        dty = ir.VectorType(_cv.storage_ir_type(s), 16)
+        val = line if dty == fvec else builder.bitcast(line, dty)
+        st = builder.store(val, builder.bitcast(lp, dty.as_pointer()), align=64)
+        st.set_metadata("nontemporal", md)
+        builder.store(n, cp, align=4)
+
+
+@functools.cache
+def _make_tile_shift(sname: str):
+    s = as_dtype(sname)
+
+    def impl(typingctx, src, soff, sstride, dst, doff, dstride, carry, coff):
+        _expect_array(src, s, "src", "tile_shift")
+        _expect_array(dst, s, "dst", "tile_shift")
+        _expect_array(carry, s, "carry", "tile_shift")
+        for t in (soff, sstride, doff, dstride, coff):
+            if not isinstance(t, types.Integer):
+                raise errors.TypingError(f"tile_shift: offsets and strides must be integers, got {t}")
+        i64 = types.int64
+        sig = types.void(src, i64, i64, dst, i64, i64, carry, i64)
+
+        def codegen(context, builder, sig, args):
+            sa = context.make_array(sig.args[0])(context, builder, args[0])
+            da = context.make_array(sig.args[3])(context, builder, args[3])
+            ca = context.make_array(sig.args[6])(context, builder, args[6])
+            _emit_tile_shift(builder, sa.data, args[1], args[2], da.data, args[4], args[5],
+                             ca.data, args[7], s=s)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    impl.__name__ = impl.__qualname__ = f"lj_tile_shift_{sname}"
+    impl.__module__ = __name__
+    return intrinsic(impl)
+
+
+def tile_shift_supported(dt) -> bool:
+    """Whether :func:`tile_shift` exists for this storage type on this CPU (AVX-512, 4-byte)."""
+    return HOST_VECTOR_BYTES == 64 and _cv._is_x86() and as_dtype(dt).size == 4
+
+
+def tile_shift(dt):
+    """A (memoized) intrinsic ``ts(src, soff, sstride, dst, doff, dstride, carry, coff)``:
+    a 16x16 transpose of a 4-byte type (no conversion) whose 16 destination rows are
+    written as whole aligned non-temporal lines through a per-row carry of 16 elements
+    (an array of the same type); see :func:`_emit_tile_shift`. AVX-512 only
+    (:func:`tile_shift_supported`); the destination must be 4-byte aligned."""
+    if not tile_shift_supported(dt):
+        raise ValueError(f"tile_shift: needs AVX-512 and a 4-byte type, got {dt}")
+    return _make_tile_shift(str.__str__(as_dtype(dt)))
 
 
 def _expect_array(ty, dt: DataType, what: str, who: str = "tile"):

@@ -7,7 +7,8 @@ Measures, each in the setting the figure is about:
   loading the drivers) and a further kernel;
 - loading a kernel from the disk cache in a new process (first and further);
 - an in-memory cache hit (``compile_reorder`` with equal descriptors);
-- a call of a cached kernel on a tiny tensor (1x16x4x4 f32) and on 64 KB, beside
+- a call of a cached kernel (checked ``k(src, dst)`` and bound ``k.bind(src, dst)()``)
+  on a tiny tensor (1x16x4x4 f32) and on 64 KB, beside
   ``np.copyto`` of the same bytes;
 - a reorder with a fused eltwise post-op against the plain reorder, and an
   in-place eltwise against a copy of the same bytes (large tensors, 1 and 2
@@ -90,6 +91,8 @@ def call_costs() -> dict:
         b = lj.aligned_empty(d.get_size(), np.float32)
         k(a, b)
         out[f"call_{name}_us"] = min(timeit.repeat(lambda: k(a, b), number=n, repeat=7)) / n * 1e6
+        bound = k.bind(a, b)
+        out[f"bound_{name}_us"] = min(timeit.repeat(bound, number=n, repeat=7)) / n * 1e6
         out[f"copyto_{name}_us"] = min(timeit.repeat(lambda: np.copyto(b, a), number=n, repeat=7)) / n * 1e6
     return out
 
@@ -169,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  in-memory hit (same descriptor objects)     {k['memory_hit_same_objects_us']:8.2f} us")
     print("calls of a cached kernel (1 thread):")
     for name in ("tiny_1x16x4x4", "64KB_1x64x16x16"):
-        print(f"  {name:<18} kernel {k[f'call_{name}_us']:6.2f} us   np.copyto {k[f'copyto_{name}_us']:6.2f} us"
-              f"   overhead {k[f'call_{name}_us'] - k[f'copyto_{name}_us']:+.2f} us")
+        call, bound, cp = k[f"call_{name}_us"], k[f"bound_{name}_us"], k[f"copyto_{name}_us"]
+        print(f"  {name:<18} k(src, dst) {call:6.2f} us   bound b() {bound:6.2f} us   np.copyto {cp:6.2f} us"
+              f"   overhead {call - cp:+.2f} / {bound - cp:+.2f} us")
     if "fused" in res:
         print("fused post-ops (medians of 9 alternating runs):")
         for r in res["fused"]:

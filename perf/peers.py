@@ -18,8 +18,12 @@ The peers, exactly:
                a[i]`` over float32 views (LLVM vectorises it; a hand-chunked
                loop does not), with ``numba.set_num_threads(n)``.
 ``layoutjit``  ``k = layoutjit.compile_reorder(src_md, dst_md)`` once per case
-               (its time is reported as compile time), then ``k(src, dst)``
-               on 1-D buffers of the storage dtype; ``numba.set_num_threads(n)``.
+               (its time is reported as compile time), then ``k.bind(src,
+               dst)`` on 1-D buffers of the storage dtype (validated once, as
+               oneDNN's primitive runs on memory objects made once) and the
+               bound call is timed; ``numba.set_num_threads(n)``. A checked
+               ``k(src, dst)`` call costs ~1 us more: ``python -m
+               perf.overhead`` measures both.
 ``numpy``      :mod:`perf.layout` views both buffers as strided arrays over the
                common refinement of the two layouts' digits; ``np.copyto(dst
                view, src view)`` per box, and ``view[...] = 0`` on the boxes of
@@ -188,7 +192,8 @@ class LayoutJitPeer(Peer):
                     info["plan"] = str(desc())
                 except Exception:
                     pass
-        return Prepared(lambda: k(s, d), info)
+        bind = getattr(k, "bind", None)
+        return Prepared(bind(s, d) if callable(bind) else (lambda: k(s, d)), info)
 
     def finish_case(self) -> None:
         self._kernel = None

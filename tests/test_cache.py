@@ -55,6 +55,9 @@ def fresh(tmp_path, monkeypatch):
     """Point the cache at ``tmp_path/cache`` with an empty in-memory cache; restore afterwards."""
     monkeypatch.setattr(compiler, "KERNELS", MemoryCache())
     reset_disk_state()
+    # kernels other tests imported from their cache directories: build anew here
+    for name in [n for n in sys.modules if n.startswith("lj_")]:
+        sys.modules.pop(name, None)
 
     def use(d: Path) -> None:
         monkeypatch.setenv("LAYOUTJIT_CACHE_DIR", str(d))

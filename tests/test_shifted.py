@@ -1,0 +1,94 @@
+"""Transposes into destination rows that do not start on 64-byte lines (``Plan.shifted``).
+
+Large transposes normally store whole aligned lines with non-temporal stores;
+when the destination's row length is not a multiple of a line (3001x2999 f32),
+the planner realigns every row through a carry instead. The tests force that
+plan on small tensors (the size threshold patched to 0) and check every byte,
+for each element size, with outer loops, for destination buffers at every
+offset within a line (a 1-byte offset takes the plain-store path), at 1 and 2
+threads, with guard bytes around the destination.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+
+M = lj.MemoryDesc
+GUARD = 64
+
+
+@pytest.fixture(scope="module")
+def shifted_nt(request):
+    mp = pytest.MonkeyPatch()
+    mp.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    yield
+    mp.undo()
+
+
+CASES = [
+    ((97, 131), "ab", "ba", "f32", "f32"),        # register path (tile_shift) + edges
+    ((3, 50, 37), "abc", "acb", "s32", "s32"),    # outer loop, partial blocks
+    ((70, 45), "ab", "ba", "f32", "bf16"),        # 2-byte lines (32 elements), conversion
+    ((41, 23), "ab", "ba", "f64", "f64"),         # 8-byte elements
+    ((66, 19), "ab", "ba", "bf16", "bf16"),
+    ((2, 9, 35, 21), "abcd", "abdc", "f32", "s8"),  # 1-byte dst: not shifted (checked below)
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
+def test_shifted_transpose_is_exact(shifted_nt, dims, stag, dtag, sdt, ddt):
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = lj.compile_reorder(s, d)
+    assert k.plan.shifted == (d.dtype.size in (2, 4, 8)), k.plan.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    n = d.get_size()
+    expect = ref.reorder(x, s, d, np.zeros(n // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, 2):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            for off in sorted({0, d.dtype.size, 16, 40, 1}):
+                raw = np.full(n + 2 * GUARD + 64, 0xA5, np.uint8)
+                a0 = (-raw.ctypes.data) % 64 + GUARD + off
+                y8 = raw[a0:a0 + n]
+                y = y8.view(d.dtype.storage) if off % d.dtype.size == 0 else y8
+                k(x, y)
+                np.testing.assert_array_equal(y8, expect, err_msg=f"offset {off}, {threads} threads")
+                assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()
+    finally:
+        numba.set_num_threads(before)
+
+
+def test_shifted_plan_is_explained(shifted_nt):
+    k = lj.compile_reorder(M((97, 131), "f32", "ab"), M((97, 131), "f32", "ba"))
+    text = k.plan.describe()
+    assert "realigned" in text and "blocks of 16" in text
+    assert ("tile_shift(" in k.source) == lj.simd.tile_shift_supported("f32")
+
+
+def test_aligned_rows_keep_the_direct_plan(shifted_nt):
+    k = lj.compile_reorder(M((96, 128), "f32", "ab"), M((96, 128), "f32", "ba"))
+    assert not k.plan.shifted and k.plan.nt
+
+
+def test_stage_path_without_the_register_path(shifted_nt, monkeypatch):
+    """CPUs without AVX-512 realign every group through the stage: force that path here."""
+    import layoutjit.codegen as cg
+
+    monkeypatch.setattr(cg, "tile_shift_supported", lambda dt: False)
+    s, d = M((89, 67), "f32", "ab"), M((89, 67), "f32", "ba")
+    k = lj.compile_reorder(s, d)
+    assert k.plan.shifted and "tile_shift(" not in k.source
+    x = np.arange(89 * 67, dtype=np.float32)
+    raw = np.zeros(d.get_size() + 128, np.uint8)
+    a0 = (-raw.ctypes.data) % 64 + 12
+    y = raw[a0:a0 + d.get_size()].view(np.float32)
+    k(x, y)
+    np.testing.assert_array_equal(y.reshape(67, 89), x.reshape(89, 67).T)
