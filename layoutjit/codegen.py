@@ -16,6 +16,7 @@ heaviest digit is split into a full range, one partial step and a zero range
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -54,6 +55,9 @@ def runtime_fingerprint() -> str:
 
 
 _FINGERPRINT: str | None = None
+
+
+STREAM_EPILOGUE_NT = os.environ.get("LAYOUTJIT_STREAM_EPILOGUE_NT", "1") == "1"
 
 
 def _ix(expr: str) -> str:
@@ -1088,11 +1092,31 @@ class KernelWriter:
             lo_v, hi_v = "0", str(vA)
             lo_z, hi_z = str(vA), str(wrA)
         so, do = offs[1], offs[0]
-        if vA > 0 and not self.ep.direct:  # an epilogue: one vectorized element loop, plain stores
-            e = w.var("e")
-            w.put(depth, f"for {e} in range({lo_v}, {hi_v}):")
-            extra = [f"{offs[k]} + {e} * {A.strides[k]}" for k in range(len(self.ops))]
-            self._elem(depth + 1, f"{do} + {e}", f"src[{_ix(f'{so} + {e}')}]", extra)
+        if vA > 0 and not self.ep.direct and nt and STREAM_EPILOGUE_NT:
+            # an epilogue, non-temporal: a head to the next line, then chunks computed into obuf
+            # (a vectorized loop) and stored as whole lines, then the tail
+            q = max(1, 64 // dsz)
+            ch = 64 * q
+            self._need_buffer(ch)
+            a, b, h = w.var("a"), w.var("b"), w.var("h")
+            w.put(depth, f"{a} = {lo_v}")
+            w.put(depth, f"{b} = {hi_v}")
+            w.put(depth, f"{h} = min({b} - {a}, ((-(dbase + ({do} + {a}) * {dsz})) & 63) // {dsz})")
+            self._epilogue_range(depth, offs, A, a, f"{a} + {h}")
+            w.put(depth, f"{a} = {a} + {h}")
+            k, i, c = w.var("k"), w.var("i"), w.var("c")
+            g = self._micro(("gather", 1, q, 1, True), str(self.ops[0].dtype), str(self.ops[0].dtype))
+            w.put(depth, f"for {k} in range({a}, {b} - {ch - 1}, {ch}):")
+            w.put(depth + 1, f"for {i} in range(opaque({ch})):")
+            extra = [f"{offs[j]} + ({k} + {i}) * {A.strides[j]}" for j in range(len(self.ops))]
+            self._elem(depth + 2, f"{do} + {k} + {i}", f"src[{_ix(f'{so} + {k} + {i}')}]", extra,
+                       out=f"obuf[{_ix(i)}]")
+            w.put(depth + 1, f"for {c} in range(0, {ch}, {q}):")
+            w.put(depth + 2, f"{g}(obuf, {c}, 0, dst, {do} + {k} + {c})")
+            w.put(depth, f"{a} = {a} + ({b} - {a}) // {ch} * {ch}")
+            self._epilogue_range(depth, offs, A, a, b)
+        elif vA > 0 and not self.ep.direct:  # an epilogue: one vectorized element loop, plain stores
+            self._epilogue_range(depth, offs, A, lo_v, hi_v)
         elif vA > 0:
             a, b = w.var("a"), w.var("b")
             w.put(depth, f"{a} = {lo_v}")
@@ -1112,6 +1136,13 @@ class KernelWriter:
             z = w.var("z")
             w.put(depth, f"for {z} in range({lo_z}, {hi_z}):")
             w.put(depth + 1, f"dst[{_ix(f'{do} + {z}')}] = 0")
+
+    def _epilogue_range(self, depth: int, offs: list[str], A: Node, lo: str, hi: str) -> None:
+        """Element loop [lo, hi) of a stream through the epilogue (LLVM vectorizes it)."""
+        e = self.w.var("e")
+        self.w.put(depth, f"for {e} in range({lo}, {hi}):")
+        extra = [f"{offs[k]} + {e} * {A.strides[k]}" for k in range(len(self.ops))]
+        self._elem(depth + 1, f"{offs[0]} + {e}", f"src[{_ix(f'{offs[1]} + {e}')}]", extra)
 
     def _scalar_range(self, depth: int, so: str, do: str, lo: str, hi: str) -> None:
         """Element loop of a plain (direct) conversion, for a stream's head and tail."""

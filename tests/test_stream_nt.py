@@ -1,0 +1,69 @@
+"""Streams through an epilogue with non-temporal stores (large eltwise / attribute reorders).
+
+Above the NT threshold, a run contiguous on both sides whose values go through
+an epilogue (an eltwise, scales, a sum) is computed chunk by chunk into a small
+buffer and stored as whole lines; a head up to the first line and a tail go
+element by element. The tests force that plan on small tensors (threshold
+patched to 0) and check every element, at destination offsets that exercise
+the head peel, in place and out of place, with guard bytes around the
+destination.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+
+M = lj.MemoryDesc
+GUARD = 64
+
+
+@pytest.fixture(scope="module")
+def nt_everywhere():
+    mp = pytest.MonkeyPatch()
+    mp.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    yield
+    mp.undo()
+
+
+def _guarded(nbytes: int, off: int):
+    raw = np.full(nbytes + 2 * GUARD + 64, 0xA5, np.uint8)
+    a0 = (-raw.ctypes.data) % 64 + GUARD + off
+    return raw, a0
+
+
+@pytest.mark.parametrize("off", [0, 4, 52])
+def test_eltwise_stream_nt(nt_everywhere, off):
+    md = M([3, 48, 7, 11], "f32", "nChw16c")  # 11088 elements (no padding): chunks plus a tail
+    e = lj.compile_eltwise(md, "linear", 2.0, -1.0)
+    assert "nt=True" in e.source and "opaque(" in e.source, e.source
+    n = md.get_size()
+    x = (np.arange(n // 4, dtype=np.float32) % 97) - 40
+    raw, a0 = _guarded(n, off)
+    y = raw[a0:a0 + n].view(np.float32)
+    e(x, y)
+    np.testing.assert_array_equal(y, np.float32(2.0) * x - np.float32(1.0))
+    assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()
+    y[:] = x
+    e(y, y)  # in place: each chunk is read before its lines are stored
+    np.testing.assert_array_equal(y, np.float32(2.0) * x - np.float32(1.0))
+
+
+def test_quantizing_stream_nt(nt_everywhere):
+    md = M([2, 64, 9, 13], "f32", "nchw")
+    k = lj.compile_reorder(md, md.with_dtype("s8"), scales={"dst": 0}, post_ops=[("sum", 1.0)])
+    assert "nt=True" in k.source and "opaque(" in k.source, k.source
+    n = md.get_size() // 4
+    x = np.linspace(-300, 300, n, dtype=np.float32)
+    old = (np.arange(n) % 7 - 3).astype(np.int8)
+    raw, a0 = _guarded(n, 8)
+    y = raw[a0:a0 + n].view(np.int8)
+    y[:] = old
+    k(x, y, scales={"dst": np.array([0.5], np.float32)})
+    # oneDNN: dst = saturate(round((x + beta * dst_old) / dst_scale)), beta = 1
+    want = np.clip(np.rint((x + old.astype(np.float32)) / np.float32(0.5)), -128, 127).astype(np.int8)
+    np.testing.assert_array_equal(y, want)
+    assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()
