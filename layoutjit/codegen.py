@@ -234,9 +234,10 @@ class KernelWriter:
                 head.append(f"{name} = gather({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, nt={nt}, "
                             f"vbytes={p.vector_bytes})")
             else:
-                _, R, V, Rv, Vv, nt, rc, sdt, ddt = spec
+                _, R, V, Rv, Vv, nt, rc, sdt, ddt, dense = spec
                 head.append(f"{name} = tile({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, "
-                            f"nt={nt}, rows_contiguous={rc}, vbytes={p.vector_bytes})")
+                            f"nt={nt}, rows_contiguous={rc}, vbytes={p.vector_bytes}"
+                            + (", src_dense=True)" if dense else ")"))
         sig_args = ", ".join(
             [f"nbt.CPointer(nbt.{numba_type(self.ops[1].dtype)})",
              f"nbt.CPointer(nbt.{numba_type(self.ops[0].dtype)})",
@@ -666,12 +667,16 @@ class KernelWriter:
         self._elem(depth, offs[0], f"src[{_ix(offs[1])}]", offs)
 
     # ---------------------------------------------------------------- tiles
-    def _micro(self, key: tuple, sdt: str | None = None, ddt: str | None = None) -> str:
+    def _micro(self, key: tuple, sdt: str | None = None, ddt: str | None = None,
+               dense: bool = False) -> str:
         """Name of a module-level micro-kernel (simd.tile or simd.gather) with these parameters.
 
         The data types default to the kernel's (src -> dst conversion in registers).
+        ``dense``: a tile whose source rows are one run (``simd.tile(src_dense=True)``).
         """
         key = key + (str(sdt or self.ops[1].dtype), str(ddt or self.ops[0].dtype))
+        if key[0] == "tile":
+            key = key + (dense and key[3] > 0 and key[4] == key[2],)
         if key[0] == "tile" and (key[3] == 0 or key[4] == 0):
             key = key[:3] + (0, 0) + key[5:]  # all-zero tile: no reads
         if key not in self.tiles:
@@ -802,7 +807,7 @@ class KernelWriter:
         rc = t.rows_contiguous and R == A.extent
         use_nt = nt and ((R * V) % q == 0 if rc else (R * dsz) % 64 == 0)
         if self.ep.direct or Rv == 0 or Vv == 0:
-            fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc))
+            fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc), dense=sA == V)
             self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do}, {dB})")
             return
         # An epilogue (scales, post-ops): (1) transpose the source values into a small buffer,

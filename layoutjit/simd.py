@@ -416,14 +416,57 @@ def _masked_store(builder: ir.IRBuilder, v: ir.Value, p: ir.Value, n: int, esize
     builder.call(fn, [v, builder.bitcast(p, vty.as_pointer()), ir.Constant(_I32, esize), mask])
 
 
+def _dense_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, *, R: int, V: int, P: int, Rv: int,
+                s: DataType, vbytes: int) -> list[_V]:
+    """Registers holding a tile whose Rv source rows are one run (``sstride == V``).
+
+    The Rv*V elements are loaded as whole vectors (the last one partial); each
+    lane records the id ``r*P + c`` of the element it holds, and rows Rv..R-1
+    are a zero register: the destination rows are then gathered straight from
+    these registers, with no per-row loads (rows of 3 elements: nhwc -> nchw, C=3).
+    """
+    ssz = s.size
+    sty = _cv.storage_ir_type(s)
+    vl = max(1, vbytes // ssz)
+    total = Rv * V
+    regs = []
+    for start in range(0, total, vl):
+        n = min(vl, total - start)
+        p = builder.gep(sptr, [builder.add(soff, ir.Constant(soff.type, start))], inbounds=True)
+        vty = ir.VectorType(sty, vl)
+        if n == vl:
+            val = builder.load(builder.bitcast(p, vty.as_pointer()), align=ssz)
+        elif _masked_native(ssz, vl * ssz):
+            val = _masked_load(builder, p, vty, n, ssz)
+        else:
+            nty = ir.VectorType(sty, n)
+            part = builder.load(builder.bitcast(p, nty.as_pointer()), align=ssz)
+            val = builder.shuffle_vector(part, ir.Constant(nty, None),
+                                         _mask([i if i < n else n for i in range(vl)]))
+        ids = tuple((q // V) * P + q % V if q < total else None for q in range(start, start + vl))
+        regs.append(_V(val, ids))
+    zero_ids = [r * P + c for r in range(Rv, R) for c in range(V)]
+    for i in range(0, len(zero_ids), vl):
+        chunk = zero_ids[i:i + vl]
+        regs.append(_V(ir.Constant(ir.VectorType(sty, vl), None),
+                       tuple(chunk) + (None,) * (vl - len(chunk))))
+    return regs
+
+
 def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
                dstride, *, R: int, V: int, s: DataType, d: DataType, Rv: int, Vv: int,
-               nt: bool, rows_contiguous: bool, vbytes: int) -> None:
+               nt: bool, rows_contiguous: bool, vbytes: int, src_dense: bool = False) -> None:
     """Emit the whole tile at the builder's position (pointers are to storage elements)."""
     ssz, dsz = s.size, d.size
     Rp, P = _pow2ceil(R), _pow2ceil(V)
     sty = _cv.storage_ir_type(s)
     i64 = soff.type
+    if src_dense and Vv == V and Rv > 0:
+        gather = _Gather(builder, _dense_regs(builder, sptr, soff, R=R, V=V, P=P, Rv=Rv, s=s,
+                                              vbytes=vbytes))
+        _store_tile(builder, gather, dptr, doff, dstride, R=R, V=V, P=P, s=s, d=d, nt=nt,
+                    rows_contiguous=rows_contiguous, vbytes=vbytes, converted=False)
+        return
 
     # 1. load rows (only Rv rows of Vv elements), zero-pad to Rp rows of P lanes
     rows = []
@@ -470,8 +513,16 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
             for _ in range(b):
                 regs = _unriffle(builder, regs)
     gather = _Gather(builder, regs)
+    _store_tile(builder, gather, dptr, doff, dstride, R=R, V=V, P=P, s=s, d=d, nt=nt,
+                rows_contiguous=rows_contiguous, vbytes=vbytes, converted=converted)
 
-    # 4. gather destination vectors, convert (widening case), store
+
+def _store_tile(builder: ir.IRBuilder, gather: _Gather, dptr: ir.Value, doff, dstride, *, R: int,
+                V: int, P: int, s: DataType, d: DataType, nt: bool, rows_contiguous: bool,
+                vbytes: int, converted: bool) -> None:
+    """4. gather destination vectors (element ids r*P + c), convert (widening case), store."""
+    dsz = d.size
+    i64 = doff.type
     dty = _cv.storage_ir_type(d)
     md = builder.module.add_metadata([ir.Constant(_I32, 1)]) if nt else None
 
@@ -622,10 +673,10 @@ def _expect_array(ty, dt: DataType, what: str, who: str = "tile"):
 
 @functools.cache
 def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: bool,
-               rows_contiguous: bool, vbytes: int):
+               rows_contiguous: bool, vbytes: int, src_dense: bool = False):
     s, d = as_dtype(sname), as_dtype(dname)
     params = dict(R=R, V=V, s=s, d=d, Rv=Rv, Vv=Vv, nt=nt, rows_contiguous=rows_contiguous,
-                  vbytes=vbytes)
+                  vbytes=vbytes, src_dense=src_dense)
 
     def impl(typingctx, src, soff, sstride, dst, doff, dstride):
         _expect_array(src, s, "src")
@@ -648,7 +699,8 @@ def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: boo
 
     name = (f"lj_tile_{R}x{V}_{sname}_{dname}"
             + (f"_rv{Rv}" if Rv != R else "") + (f"_vv{Vv}" if Vv != V else "")
-            + ("_nt" if nt else "") + ("_rc" if rows_contiguous else "") + f"_w{vbytes}")
+            + ("_nt" if nt else "") + ("_rc" if rows_contiguous else "") + ("_sd" if src_dense else "")
+            + f"_w{vbytes}")
     impl.__name__ = impl.__qualname__ = name
     impl.__module__ = __name__
     impl.tile_params = dict(params, s=sname, d=dname)  # type: ignore[attr-defined]
@@ -656,13 +708,16 @@ def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: boo
 
 
 def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | None = None,
-         nt: bool = False, rows_contiguous: bool = False, vbytes: int = HOST_VECTOR_BYTES):
+         nt: bool = False, rows_contiguous: bool = False, vbytes: int = HOST_VECTOR_BYTES,
+         src_dense: bool = False):
     """A (memoized) Numba intrinsic ``t(src, soff, sstride, dst, doff, dstride)`` moving one
     R x V block; see the module docstring for the exact semantics and the NT preconditions.
 
     ``src``/``dst``: 1-D C-contiguous arrays of the storage dtypes (``DataType.storage``);
     offsets and strides: integers in elements (cast to int64).  ``Rv``/``Vv`` (default R/V)
     limit the rows/columns read; the rest of the block is written as zeros.
+    ``src_dense=True``: the caller promises ``sstride == V`` (the rows are one run of
+    Rv*V elements), which is then read as whole vectors (used when Vv == V).
     """
     s, d = as_dtype(src_dt), as_dtype(dst_dt)
     R, V = int(R), int(V)
@@ -683,7 +738,7 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
             raise ValueError(f"tile: non-temporal stores need {what} ({span} bytes) to be a "
                              f"multiple of 64")
     return _make_tile(R, V, str.__str__(s), str.__str__(d), Rv, Vv, nt, rows_contiguous,
-                      int(vbytes))
+                      int(vbytes), bool(src_dense))
 
 
 # ---------------------------------------------------------------------------------------------

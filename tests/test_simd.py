@@ -61,15 +61,16 @@ def aligned_empty(n: int, dtype, align: int = 64) -> np.ndarray:
 class Case:
     """One tile call: parameters, buffers, expected result."""
 
-    def __init__(self, R, V, s, d, Rv=None, Vv=None, nt=False, rc=False, vbytes=None):
+    def __init__(self, R, V, s, d, Rv=None, Vv=None, nt=False, rc=False, vbytes=None, dense=False):
         self.R, self.V, self.s, self.d = R, V, s, d
         self.Rv = R if Rv is None else Rv
         self.Vv = V if Vv is None else Vv
         self.nt, self.rc = nt, rc
         self.vbytes = simd.HOST_VECTOR_BYTES if vbytes is None else vbytes
-        self.t = tile(R, V, s, d, Rv=Rv, Vv=Vv, nt=nt, rows_contiguous=rc, vbytes=self.vbytes)
+        self.t = tile(R, V, s, d, Rv=Rv, Vv=Vv, nt=nt, rows_contiguous=rc, vbytes=self.vbytes,
+                      src_dense=dense)
         dsz = as_dtype(d).size
-        self.sstride = V + int(RNG.integers(0, 9))
+        self.sstride = V if dense else V + int(RNG.integers(0, 9))
         self.soff = int(RNG.integers(0, 7))
         self.src = rand_storage(s, self.soff + R * self.sstride + 8)
         if rc:
@@ -220,15 +221,38 @@ def test_tiles_nt():
             assert "vmovnt" in fn.inspect_asm(fn.signatures[0])
 
 
+def _dense_cases(vbytes=None):
+    cs = []
+    for (R, V, s, d) in ((16, 3, "f32", "f32"), (16, 4, "f32", "f32"), (16, 16, "f32", "f32"),
+                         (32, 16, "f32", "f32"), (8, 5, "f32", "f32"), (3, 16, "f32", "f32"),
+                         (16, 3, "f32", "bf16"), (16, 3, "u8", "f32"), (64, 3, "s8", "s8"),
+                         (8, 3, "f64", "f32"), (16, 7, "bf16", "bf16")):
+        cs.append(Case(R, V, s, d, dense=True, vbytes=vbytes))
+        cs.append(Case(R, V, s, d, dense=True, rc=True, vbytes=vbytes))
+    for (R, V, Rv, s, d) in ((16, 3, 13, "f32", "f32"), (16, 3, 1, "f32", "s8"), (32, 16, 17, "f32", "f32")):
+        cs.append(Case(R, V, s, d, Rv=Rv, dense=True, vbytes=vbytes))
+    cs.append(Case(16, 3, "f32", "f32", nt=True, dense=True, vbytes=vbytes))
+    cs.append(Case(16, 16, "f32", "f32", nt=True, rc=True, dense=True, vbytes=vbytes))
+    return cs
+
+
+def test_tiles_src_dense():
+    """Rows that are one run (sstride == V) read as whole vectors, at every vector width."""
+    check_group(_dense_cases())
+    check_group(_dense_cases(vbytes=32)[::2] + _dense_cases(vbytes=16)[1::3])
+
+
 def test_tiles_without_masked_memops(monkeypatch):
     """The odd-sized-vector load/store path used where masked loads/stores are not native."""
     monkeypatch.setattr(simd, "_masked_native", lambda esize, nbytes: False)
     cases = [Case(3, 16, "f32", "f32"), Case(5, 7, "f32", "s8"), Case(5, 7, "f32", "s8", rc=True),
              Case(16, 3, "f32", "f32", Vv=2), Case(16, 16, "f32", "bf16", Rv=15, Vv=13),
              Case(3, 32, "bf16", "bf16", Vv=29), Case(7, 64, "u8", "u8", Vv=37),
-             Case(16, 16, "bf16", "f32", Vv=11, rc=True, vbytes=32)]
+             Case(16, 16, "bf16", "f32", Vv=11, rc=True, vbytes=32),
+             Case(16, 3, "f32", "f32", Rv=13, dense=True), Case(8, 5, "u8", "f32", dense=True)]
     for c in cases:  # fresh intrinsics (tile() memoizes), generated with the patch in place
-        c.t = simd._make_tile.__wrapped__(c.R, c.V, c.s, c.d, c.Rv, c.Vv, c.nt, c.rc, c.vbytes)
+        dense = c.sstride == c.V and c.t.tile_params["src_dense"]
+        c.t = simd._make_tile.__wrapped__(c.R, c.V, c.s, c.d, c.Rv, c.Vv, c.nt, c.rc, c.vbytes, dense)
     fns = check_group(cases)
     for fn in fns:  # no masked loads/stores (masked register ops from conversions are fine)
         asm = fn.inspect_asm(fn.signatures[0])
@@ -312,8 +336,9 @@ def test_no_reads_beyond_rv_vv():
     cases = []
     for (R, V, Rv, Vv, s, d) in ((16, 16, 16, 13, "f32", "f32"), (16, 16, 9, 16, "f32", "bf16"),
                                  (64, 64, 40, 37, "u8", "u8"), (16, 32, 16, 30, "bf16", "f32"),
-                                 (3, 16, 2, 16, "f32", "f32"), (16, 3, 16, 1, "f32", "s8")):
-        c = Case(R, V, s, d, Rv=Rv, Vv=Vv)
+                                 (3, 16, 2, 16, "f32", "f32"), (16, 3, 16, 1, "f32", "s8"),
+                                 (16, 3, 13, 3, "f32", "f32"), (16, 5, 16, 5, "u8", "f32")):
+        c = Case(R, V, s, d, Rv=Rv, Vv=Vv, dense=Vv == V and V < 8)
         esz = as_dtype(s).size
         need = (c.soff + (Rv - 1) * c.sstride + Vv) * esz
         n = -(-need // page) * page
