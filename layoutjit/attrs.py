@@ -182,7 +182,31 @@ class Attrs:
         if uses_elt:
             imports.append(eltwise_ops.RUNTIME_IMPORT)
         reads_dst = any(p.kind == "sum" and p.beta != 0.0 for p in post)
-        return Epilogue(lines, tuple(imports), reads_dst=reads_dst, direct=False)
+        return Epilogue(lines, tuple(imports), reads_dst=reads_dst, direct=False,
+                        vector_ops=self._vector_ops(sdt, ddt))
+
+    def _vector_ops(self, sdt: Any, ddt: Any) -> tuple:
+        """The post-ops as ``simd.tile(post=...)`` ops, when registers can apply them exactly.
+
+        Only f32 -> f32 without scales or zero points, and only relu with a finite
+        alpha >= 0: it maps +0 (the zero lanes of padding) to +0, and its select
+        form gives the scalar code's bits for -0 and NaN as well.
+        """
+        if str(sdt) != "f32" or str(ddt) != "f32" or not self.post_ops:
+            return ()
+        if any(x is not None for x in (self.src_scale, self.dst_scale, self.src_zp, self.dst_zp)):
+            return ()
+        from .eltwise_ops import check_eltwise
+
+        ops = []
+        for p in self.post_ops:
+            if p.kind != "eltwise" or check_eltwise(p.alg, p.alpha, p.beta) != "relu":
+                return ()
+            a = float(np.float32(p.alpha))
+            if not 0.0 <= a < float("inf"):
+                return ()
+            ops.append(("relu", a))
+        return tuple(ops)
 
     # ------------------------------------------------------------ run time
     def runtime_table(self, runtime: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray]]:

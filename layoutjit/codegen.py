@@ -86,6 +86,9 @@ class Epilogue:
     reads_dst: bool = False
     tile_ok: bool = True  # micro-kernels may be planned (every epilogue allows them)
     direct: bool = True  # a plain conversion: micro-kernels convert in registers themselves
+    # f32 -> f32 epilogues that are a chain of simple eltwise ops (``simd.tile(post=...)``):
+    # register tiles apply them in registers instead of going through an L1 buffer
+    vector_ops: tuple = ()
 
 
 def plain_epilogue(sdt: str, ddt: str) -> Epilogue:
@@ -234,10 +237,11 @@ class KernelWriter:
                 head.append(f"{name} = gather({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, nt={nt}, "
                             f"vbytes={p.vector_bytes})")
             else:
-                _, R, V, Rv, Vv, nt, rc, sdt, ddt, dense = spec
+                _, R, V, Rv, Vv, nt, rc, sdt, ddt, dense, post = spec
                 head.append(f"{name} = tile({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, "
                             f"nt={nt}, rows_contiguous={rc}, vbytes={p.vector_bytes}"
-                            + (", src_dense=True)" if dense else ")"))
+                            + (", src_dense=True" if dense else "")
+                            + (f", post={post!r})" if post else ")"))
         sig_args = ", ".join(
             [f"nbt.CPointer(nbt.{numba_type(self.ops[1].dtype)})",
              f"nbt.CPointer(nbt.{numba_type(self.ops[0].dtype)})",
@@ -668,7 +672,7 @@ class KernelWriter:
 
     # ---------------------------------------------------------------- tiles
     def _micro(self, key: tuple, sdt: str | None = None, ddt: str | None = None,
-               dense: bool = False) -> str:
+               dense: bool = False, post: tuple = ()) -> str:
         """Name of a module-level micro-kernel (simd.tile or simd.gather) with these parameters.
 
         The data types default to the kernel's (src -> dst conversion in registers).
@@ -676,7 +680,7 @@ class KernelWriter:
         """
         key = key + (str(sdt or self.ops[1].dtype), str(ddt or self.ops[0].dtype))
         if key[0] == "tile":
-            key = key + (dense and key[3] > 0 and key[4] == key[2],)
+            key = key + (dense and key[3] > 0 and key[4] == key[2], tuple(post))
         if key[0] == "tile" and (key[3] == 0 or key[4] == 0):
             key = key[:3] + (0, 0) + key[5:]  # all-zero tile: no reads
         if key not in self.tiles:
@@ -806,8 +810,9 @@ class KernelWriter:
         q = max(1, 64 // dsz)
         rc = t.rows_contiguous and R == A.extent
         use_nt = nt and ((R * V) % q == 0 if rc else (R * dsz) % 64 == 0)
-        if self.ep.direct or Rv == 0 or Vv == 0:
-            fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc), dense=sA == V)
+        if self.ep.direct or Rv == 0 or Vv == 0 or self.ep.vector_ops:
+            post = self.ep.vector_ops if Rv and Vv else ()
+            fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc), dense=sA == V, post=post)
             self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do}, {dB})")
             return
         # An epilogue (scales, post-ops): (1) transpose the source values into a small buffer,

@@ -455,7 +455,8 @@ def _dense_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, *, R: int, V: int, 
 
 def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
                dstride, *, R: int, V: int, s: DataType, d: DataType, Rv: int, Vv: int,
-               nt: bool, rows_contiguous: bool, vbytes: int, src_dense: bool = False) -> None:
+               nt: bool, rows_contiguous: bool, vbytes: int, src_dense: bool = False,
+               post: tuple = ()) -> None:
     """Emit the whole tile at the builder's position (pointers are to storage elements)."""
     ssz, dsz = s.size, d.size
     Rp, P = _pow2ceil(R), _pow2ceil(V)
@@ -465,7 +466,7 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
         gather = _Gather(builder, _dense_regs(builder, sptr, soff, R=R, V=V, P=P, Rv=Rv, s=s,
                                               vbytes=vbytes))
         _store_tile(builder, gather, dptr, doff, dstride, R=R, V=V, P=P, s=s, d=d, nt=nt,
-                    rows_contiguous=rows_contiguous, vbytes=vbytes, converted=False)
+                    rows_contiguous=rows_contiguous, vbytes=vbytes, converted=False, post=post)
         return
 
     # 1. load rows (only Rv rows of Vv elements), zero-pad to Rp rows of P lanes
@@ -514,13 +515,24 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
                 regs = _unriffle(builder, regs)
     gather = _Gather(builder, regs)
     _store_tile(builder, gather, dptr, doff, dstride, R=R, V=V, P=P, s=s, d=d, nt=nt,
-                rows_contiguous=rows_contiguous, vbytes=vbytes, converted=converted)
+                rows_contiguous=rows_contiguous, vbytes=vbytes, converted=converted, post=post)
+
+
+def _relu(builder: ir.IRBuilder, x: ir.Value, alpha: float) -> ir.Value:
+    """oneDNN's relu on a float vector, bit for bit as ``eltwise_ops.lj_relu0`` / ``lj_relu``:
+    alpha 0: ``0 if x <= 0 else x``; else ``x if x > 0 else x * alpha``."""
+    zero = ir.Constant(x.type, None)
+    if alpha == 0.0:
+        return builder.select(builder.fcmp_ordered("<=", x, zero), zero, x)
+    a = ir.Constant(x.type, [alpha] * x.type.count)
+    return builder.select(builder.fcmp_ordered(">", x, zero), x, builder.fmul(x, a))
 
 
 def _store_tile(builder: ir.IRBuilder, gather: _Gather, dptr: ir.Value, doff, dstride, *, R: int,
                 V: int, P: int, s: DataType, d: DataType, nt: bool, rows_contiguous: bool,
-                vbytes: int, converted: bool) -> None:
-    """4. gather destination vectors (element ids r*P + c), convert (widening case), store."""
+                vbytes: int, converted: bool, post: tuple = ()) -> None:
+    """4. gather destination vectors (element ids r*P + c), convert (widening case), apply
+    the ``post`` ops, store."""
     dsz = d.size
     i64 = doff.type
     dty = _cv.storage_ir_type(d)
@@ -537,6 +549,8 @@ def _store_tile(builder: ir.IRBuilder, gather: _Gather, dptr: ir.Value, doff, ds
         v = gather(want)
         if not converted:
             v = _convert(builder, s, d, v)
+        for _op, a in post:  # validated in tile(): relu only
+            v = _V(_relu(builder, v.val, a), v.ids)
         p = builder.gep(dptr, [off], inbounds=True)
         if full != n:
             _masked_store(builder, v.val, p, n, dsz)
@@ -673,10 +687,10 @@ def _expect_array(ty, dt: DataType, what: str, who: str = "tile"):
 
 @functools.cache
 def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: bool,
-               rows_contiguous: bool, vbytes: int, src_dense: bool = False):
+               rows_contiguous: bool, vbytes: int, src_dense: bool = False, post: tuple = ()):
     s, d = as_dtype(sname), as_dtype(dname)
     params = dict(R=R, V=V, s=s, d=d, Rv=Rv, Vv=Vv, nt=nt, rows_contiguous=rows_contiguous,
-                  vbytes=vbytes, src_dense=src_dense)
+                  vbytes=vbytes, src_dense=src_dense, post=post)
 
     def impl(typingctx, src, soff, sstride, dst, doff, dstride):
         _expect_array(src, s, "src")
@@ -700,6 +714,7 @@ def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: boo
     name = (f"lj_tile_{R}x{V}_{sname}_{dname}"
             + (f"_rv{Rv}" if Rv != R else "") + (f"_vv{Vv}" if Vv != V else "")
             + ("_nt" if nt else "") + ("_rc" if rows_contiguous else "") + ("_sd" if src_dense else "")
+            + "".join(f"_{op}{a!r}".replace(".", "p").replace("-", "m") for op, a in post)
             + f"_w{vbytes}")
     impl.__name__ = impl.__qualname__ = name
     impl.__module__ = __name__
@@ -709,7 +724,7 @@ def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: boo
 
 def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | None = None,
          nt: bool = False, rows_contiguous: bool = False, vbytes: int = HOST_VECTOR_BYTES,
-         src_dense: bool = False):
+         src_dense: bool = False, post: tuple = ()):
     """A (memoized) Numba intrinsic ``t(src, soff, sstride, dst, doff, dstride)`` moving one
     R x V block; see the module docstring for the exact semantics and the NT preconditions.
 
@@ -718,6 +733,8 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
     limit the rows/columns read; the rest of the block is written as zeros.
     ``src_dense=True``: the caller promises ``sstride == V`` (the rows are one run of
     Rv*V elements), which is then read as whole vectors (used when Vv == V).
+    ``post``: eltwise ops applied in registers to every stored f32 value, in order;
+    ``("relu", alpha)`` with a finite alpha >= 0 (the zero lanes of a partial tile stay +0).
     """
     s, d = as_dtype(src_dt), as_dtype(dst_dt)
     R, V = int(R), int(V)
@@ -737,8 +754,13 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
             what = "R*V*dst_size" if rows_contiguous else "R*dst_size"
             raise ValueError(f"tile: non-temporal stores need {what} ({span} bytes) to be a "
                              f"multiple of 64")
+    post = tuple((str(op), float(a)) for op, a in post)
+    for op, a in post:
+        if op != "relu" or not 0.0 <= a < float("inf") or str.__str__(d) != "f32":
+            raise ValueError(f"tile: post op {(op, a)} unsupported (relu with a finite alpha >= 0, "
+                             f"f32 destination)")
     return _make_tile(R, V, str.__str__(s), str.__str__(d), Rv, Vv, nt, rows_contiguous,
-                      int(vbytes), bool(src_dense))
+                      int(vbytes), bool(src_dense), post)
 
 
 # ---------------------------------------------------------------------------------------------

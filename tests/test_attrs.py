@@ -402,3 +402,39 @@ def test_values_given_to_a_kernel_without_attributes():
     k = lj.compile_reorder(NCHW, M(DIMS, "f32", "nhwc"))
     with pytest.raises(lj.LayoutError):
         k(np.zeros(int(np.prod(DIMS)), F), scales={"src": [1.0]})
+
+
+# ---------------------------------------------------------------- relu in registers
+@pytest.mark.parametrize("alpha", [0.0, 0.25])
+@pytest.mark.parametrize("dims,stag,dtag", [((2, 17, 5, 4), "nchw", "nChw16c"),
+                                            ((3, 40, 7, 9), "nchw", "nhwc"),
+                                            ((64, 48), "ab", "ba")])
+def test_relu_applied_in_register_tiles(rng, dims, stag, dtag, alpha):
+    """f32 -> f32 transposes with relu post-ops apply them inside the tile micro-kernel:
+    bit-exact with oneDNN's relu (-0 -> +0 for alpha 0, NaN kept), padding +0."""
+    s, d = M(dims, "f32", stag), M(dims, "f32", dtag)
+    k = lj.compile_reorder(s, d, post_ops=[("eltwise", "relu", alpha, 0.0)] * 2)
+    assert "post=(('relu'" in k.source, k.source
+    x = rng.standard_normal(s.get_size() // 4).astype(F)
+    x[::7], x[::11], x[::13] = -0.0, np.nan, 0.0
+    base = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, F))
+    want = base
+    with np.errstate(invalid="ignore"):
+        for _ in range(2):
+            if alpha == 0.0:
+                want = np.where(want <= 0, F(0), want).astype(F)
+            else:
+                want = np.where(want > 0, want, want * F(alpha)).astype(F)
+    y = np.full(d.get_size() // 4, 7, F)
+    k(x, y)
+    np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
+
+
+def test_negative_slope_relu_keeps_the_buffer_path(rng):
+    """alpha < 0 would turn the +0 of padding into -0 in registers: not applied there."""
+    s, d = M((2, 17, 5, 4), "f32", "nchw"), M((2, 17, 5, 4), "f32", "nChw16c")
+    k = lj.compile_reorder(s, d, post_ops=[("eltwise", "relu", -0.5, 0.0)])
+    assert "post=" not in k.source
+    x = rng.standard_normal(s.get_size() // 4).astype(F)
+    base = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, F))
+    np.testing.assert_array_equal(k(x), np.where(base > 0, base, base * F(-0.5)))

@@ -770,3 +770,22 @@ def test_gather_avx2_target_subprocess():
     exp_e = np.full(40, -1.0, np.float32)
     exp_e[1:36] = rows(2, 9, 5, 7)
     assert bytes.fromhex(out["E"]) == exp_e.tobytes()
+
+
+def test_tile_post_ops_validation_and_values():
+    with pytest.raises(ValueError, match="post op"):
+        tile(16, 16, "f32", "f32", post=(("relu", -1.0),))
+    with pytest.raises(ValueError, match="post op"):
+        tile(16, 16, "f32", "bf16", post=(("relu", 0.0),))
+    assert tile(16, 16, "f32", "f32", post=(("relu", 0.0),)) is not tile(16, 16, "f32", "f32")
+    c = Case(16, 16, "f32", "f32", Rv=13, Vv=11)
+    c.t = tile(16, 16, "f32", "f32", Rv=13, Vv=11, post=(("relu", 0.5),))
+    before = c.dst.copy()
+    fn, _ = run_group([c])
+    exp = c.expected(before)
+    live = np.zeros(exp.size, bool)
+    r, cc = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
+    live[c.doff + cc.ravel() * c.dstride + r.ravel()] = True
+    v = exp[live]
+    exp[live] = np.where(v > 0, v, v * np.float32(0.5))
+    np.testing.assert_array_equal(c.dst.view(np.uint32), exp.view(np.uint32))
