@@ -350,6 +350,27 @@ class Kernel:
         self._check(d8, self._dst_rule, "dst", self.dst_md)
         return d, s8, d8
 
+    def _validated(self, src: Any, dst: Any, runtime: dict
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+        """Every check of a call but src/dst overlap: (dst, src bytes, dst bytes, attribute
+        pointer table, the attribute arrays it points to)."""
+        keep: list[np.ndarray] = []
+        if self.attrs is None:
+            if runtime:
+                raise LayoutError(f"unexpected arguments {sorted(runtime)}: this kernel was "
+                                  f"compiled without attributes")
+            aux = _NO_AUX
+        else:
+            if dst is None and self._reads_dst:
+                raise LayoutError("dst: a kernel with a sum post-op reads dst; pass the dst buffer")
+            aux, keep = self.attrs.runtime_table(dict(runtime))
+        d, s8, d8 = self._prepare(src, dst)
+        for a in keep:
+            if _ranges_overlap(a, d8):
+                raise LayoutError("dst overlaps an attribute buffer (scales, zero points or a "
+                                  "binary input); they must be separate")
+        return d, s8, d8, aux, keep
+
     # ------------------------------------------------------------------ call
     def __call__(self, src: Any, dst: Any = None, **runtime: Any) -> Any:
         """Run on ``src``; write ``dst`` (allocated, 64-byte aligned, when None) and return it."""
@@ -376,21 +397,7 @@ class Kernel:
                     else:
                         self._launch(s8, d8, _NO_AUX)
                     return dst
-        keep: list[np.ndarray] = []
-        if self.attrs is None:
-            if runtime:
-                raise LayoutError(f"unexpected arguments {sorted(runtime)}: this kernel was "
-                                  f"compiled without attributes")
-            aux = _NO_AUX
-        else:
-            if dst is None and self._reads_dst:
-                raise LayoutError("dst: a kernel with a sum post-op reads dst; pass the dst buffer")
-            aux, keep = self.attrs.runtime_table(dict(runtime))  # keep: alive during the call
-        d, s8, d8 = self._prepare(src, dst)
-        for a in keep:
-            if _ranges_overlap(a, d8):
-                raise LayoutError("dst overlaps an attribute buffer (scales, zero points or a "
-                                  "binary input); they must be separate")
+        d, s8, d8, aux, keep = self._validated(src, dst, runtime)  # keep: alive during the call
         t0 = time.perf_counter() if verbose.enabled else 0.0
         self._launch(s8, d8, aux)
         if verbose.enabled:
@@ -416,21 +423,7 @@ class Kernel:
         >>> x[:] = 1; b(); b.dst.tolist()
         [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
         """
-        keep: list[np.ndarray] = []
-        if self.attrs is None:
-            if runtime:
-                raise LayoutError(f"unexpected arguments {sorted(runtime)}: this kernel was "
-                                  f"compiled without attributes")
-            aux = _NO_AUX
-        else:
-            if dst is None and self._reads_dst:
-                raise LayoutError("dst: a kernel with a sum post-op reads dst; pass the dst buffer")
-            aux, keep = self.attrs.runtime_table(dict(runtime))
-        d, s8, d8 = self._prepare(src, dst)
-        for a in keep:
-            if _ranges_overlap(a, d8):
-                raise LayoutError("dst overlaps an attribute buffer (scales, zero points or a "
-                                  "binary input); they must be separate")
+        d, s8, d8, aux, keep = self._validated(src, dst, runtime)
         same = (s8.ctypes.data == d8.ctypes.data and s8.nbytes == d8.nbytes and self._in_place_ok)
         if not same and _ranges_overlap(s8, d8):
             raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
