@@ -179,3 +179,14 @@ def random_raw(n: int, dt: str, rng: np.random.Generator) -> np.ndarray:
         with np.errstate(over="ignore"):
             return vals.astype(np.float16).view(np.uint16)
     return vals.astype(STORAGE[dt])
+
+
+def kernel_matches_reference(k, seed: int = 0) -> bool:
+    """Run compiled kernel ``k`` on random data; True when every dst byte equals :func:`reorder`'s."""
+    rng = np.random.default_rng(seed)
+    s, d = k.src_md, k.dst_md
+    src = random_raw(max(s.get_size(), s.required_bytes()) // s.dtype.size, str(s.dtype), rng)
+    dst = np.zeros(max(d.get_size(), d.required_bytes()) // d.dtype.size, d.dtype.storage)
+    exp = reorder(src, s, d, dst)
+    k(src, dst)
+    return bool(np.array_equal(dst.view(np.uint8), exp.view(np.uint8)))

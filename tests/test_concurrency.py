@@ -35,14 +35,16 @@ M = lj.MemoryDesc
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def check(k, seed=0):
-    rng = np.random.default_rng(seed)
-    s, d = k.src_md, k.dst_md
-    src = ref.random_raw(max(s.get_size(), s.required_bytes()) // s.dtype.size, str(s.dtype), rng)
-    dst = np.zeros(max(d.get_size(), d.required_bytes()) // d.dtype.size, d.dtype.storage)
-    exp = ref.reorder(src, s, d, dst)
-    k(src, dst)
-    return np.array_equal(dst.view(np.uint8), exp.view(np.uint8))
+check = ref.kernel_matches_reference  # also imported by this module's child scripts
+
+
+def run_threads(worker, n: int) -> None:
+    """Start ``worker(t)`` for t in range(n) on n threads; wait (up to 120 s each)."""
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
 
 
 @pytest.fixture
@@ -89,11 +91,7 @@ def test_eight_threads_compile_each_pair_once(fresh_cache, monkeypatch):
         except BaseException as e:  # reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(n)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
+    run_threads(worker, n)
     assert not errors, errors
     assert all(c == 1 for c in builds.values()) and len(builds) == len(pairs), builds
     for key in pairs:
@@ -152,11 +150,7 @@ def test_concurrent_calls_of_one_kernel():
         except BaseException as e:
             errors.append(e)
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(n)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
+    run_threads(worker, n)
     assert not errors, errors
 
 
