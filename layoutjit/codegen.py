@@ -307,8 +307,9 @@ class KernelWriter:
         if self.buffer_elems:
             w.lines.insert(buf_at, "    " * depth + f"obuf = np.empty({self.buffer_elems}, "
                            f"np.{numba_type(self.ops[0].dtype)})")
-            w.lines.insert(buf_at, "    " * depth + f"tbuf = np.empty({self.buffer_elems}, "
-                           f"np.{numba_type(self.ops[1].dtype)})")
+            if any("tbuf" in line for line in w.lines):  # the stream epilogue uses obuf only
+                w.lines.insert(buf_at, "    " * depth + f"tbuf = np.empty({self.buffer_elems}, "
+                               f"np.{numba_type(self.ops[1].dtype)})")
         return w.lines
 
     def _render_shifted(self, depth: int) -> None:

@@ -394,8 +394,14 @@ def attrs_reference(case: Case, src: np.ndarray, dst_old: np.ndarray, rt: dict) 
             zp = _masked_values(rt["zero_points"]["dst"], case.zero_points["dst"], dims)
             acc = (acc + zp.astype(np.float32)).astype(np.float32)
         vals = ref.from_f32(acc, ddt)
-    dst = out.reshape(-1).view(ref.STORAGE[ddt])
-    offs = ref.offsets(d_md)
+    return _store_logical(out, d_md, vals)
+
+
+def _store_logical(out: np.ndarray, md, vals: np.ndarray) -> np.ndarray:
+    """Write the logical values ``vals`` into buffer ``out`` laid out as ``md``; padding zero."""
+    dims = tuple(md.dims)
+    dst = out.reshape(-1).view(ref.STORAGE[str(md.dtype)])
+    offs = ref.offsets(md)
     pad = np.ones(offs.shape, dtype=bool)
     pad[tuple(slice(0, n) for n in dims)] = False
     dst[offs[pad]] = 0
@@ -414,13 +420,7 @@ def eltwise_in_place_reference(case: Case, buf: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         x = ref.to_f32(ref.logical(buf, md), dt).astype(np.float32)
         vals = ref.from_f32(eltwise_f32(alg, x, a, b), dt)
-    dst = out.reshape(-1).view(ref.STORAGE[dt])
-    offs = ref.offsets(md)
-    pad = np.ones(offs.shape, dtype=bool)
-    pad[tuple(slice(0, n) for n in dims)] = False
-    dst[offs[pad]] = 0
-    dst[offs[tuple(slice(0, n) for n in dims)].reshape(-1)] = vals.reshape(-1)
-    return out
+    return _store_logical(out, md, vals)
 
 
 def _decode(raw: np.ndarray, dt: str) -> np.ndarray:
