@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .ir import LoopIR, Node, Operand
-from .plan import Plan, shift_group
+from .plan import Plan, cols_table, shift_group
 from .simd import tile_shift_supported
 
 CODEGEN_VERSION = "1"
@@ -166,6 +166,7 @@ class KernelWriter:
         self.title = title
         self.w = _Writer()
         self.tiles: dict[tuple, str] = {}
+        self.tables: dict[tuple, str] = {}
         self.ops: list[Operand] = list(self.ir.operands)
         self.arr = ["dst", "src"] + [f"op{k}" for k in range(2, len(self.ops))]
         self.heaviest_first = self._digit_orders()
@@ -227,11 +228,16 @@ class KernelWriter:
                  "from layoutjit.runtime import opaque, ptr_from_int"]
         head += list(self.ep.imports)
         if self.tiles or self.uses_nt:
-            kinds = sorted({k[0] for k in self.tiles} | ({"sfence"} if self.uses_nt else set()))
+            kinds = sorted({"tile_cols" if k[0] == "cols" else k[0] for k in self.tiles}
+                           | ({"sfence"} if self.uses_nt else set()))
             head.append(f"from layoutjit.simd import {', '.join(kinds)}")
         for spec, name in self.tiles.items():
             if spec[0] == "tile_shift":
                 head.append(f"{name} = tile_shift({spec[1]!r})")
+            elif spec[0] == "cols":
+                _, R, V, Rv, Vv, nt, sdt, ddt, post = spec
+                head.append(f"{name} = tile_cols({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, nt={nt}, "
+                            f"vbytes={p.vector_bytes}" + (f", post={post!r})" if post else ")"))
             elif spec[0] == "gather":
                 _, R, V, Rv, nt, sdt, ddt = spec
                 head.append(f"{name} = gather({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, nt={nt}, "
@@ -242,6 +248,8 @@ class KernelWriter:
                             f"nt={nt}, rows_contiguous={rc}, vbytes={p.vector_bytes}"
                             + (", src_dense=True" if dense else "")
                             + (f", post={post!r})" if post else ")"))
+        for values, name in self.tables.items():
+            head.append(f"{name} = np.array({list(values)!r}, np.int64)")
         sig_args = ", ".join(
             [f"nbt.CPointer(nbt.{numba_type(self.ops[1].dtype)})",
              f"nbt.CPointer(nbt.{numba_type(self.ops[0].dtype)})",
@@ -682,11 +690,13 @@ class KernelWriter:
         key = key + (str(sdt or self.ops[1].dtype), str(ddt or self.ops[0].dtype))
         if key[0] == "tile":
             key = key + (dense and key[3] > 0 and key[4] == key[2], tuple(post))
-        if key[0] == "tile" and (key[3] == 0 or key[4] == 0):
+        if key[0] == "cols":
+            key = key + (tuple(post),)
+        if key[0] in ("tile", "cols") and (key[3] == 0 or key[4] == 0):
             key = key[:3] + (0, 0) + key[5:]  # all-zero tile: no reads
         if key not in self.tiles:
             self.tiles[key] = f"T{len(self.tiles)}"
-        if key[0] == "tile" and key[5] or key[0] == "tile_shift":
+        if key[0] in ("tile", "cols") and key[5] or key[0] == "tile_shift":
             self.uses_nt = True
         if key[0] == "gather" and key[4]:
             self.uses_nt = True
@@ -763,6 +773,9 @@ class KernelWriter:
             nuni += 1
 
         def emit_group(dep: int, gr: list, base: str) -> None:
+            if t.c is not None:
+                self._cols_group(dep, gr, base, offs, nt)
+                return
             for run in bruns:
                 c_first, V, Vv = run[0]
                 if len(run) > 1:
@@ -802,6 +815,64 @@ class KernelWriter:
             emit_group(depth, groups[0], "0")
         for gi in range(nuni, len(groups)):
             emit_group(depth, groups[gi], str(groups[gi][0][0]))
+
+    def _cols_group(self, depth: int, gr: list, base: str, offs: list[str], nt: bool) -> None:
+        """One row group of a cols transpose: V-column chunks of the B x C source run.
+
+        Columns repeat their destination pattern every ``period`` (the table's length)
+        shifted by ``period / B.extent`` steps of C; full periods loop over the table's
+        chunks, the rest of the run takes whole chunks and one short chunk.
+        """
+        t = self.plan.tile
+        assert t is not None and t.b is not None and t.c is not None
+        A, B, C = self.ir.nodes[t.a], self.ir.nodes[t.b], self.ir.nodes[t.c]
+        sA, dA, dC = A.strides[1], A.strides[0], C.strides[0]
+        assert sA is not None and dA is not None and dC is not None
+        table = cols_table(self.ir, t)
+        period = len(table)
+        tab = self._table(table)
+        W = B.extent * C.extent
+        nper, rem = divmod(W, period)
+        shift = (period // B.extent) * dC
+        dsz = self.ops[0].dtype.size
+        use_nt = nt and (t.R * dsz) % 64 == 0
+        w = self.w
+
+        def calls(dep: int, col: str, dshift: str, toff: str, V: int) -> None:
+            for a0, R, Rv in gr:
+                aexpr = f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
+                post = self.ep.vector_ops if Rv else ()
+                fn = self._micro(("cols", R, V, Rv, V, use_nt and (R * dsz) % 64 == 0), post=post)
+                so = f"{offs[1]} + ({aexpr}) * {sA} + {col}"
+                do = f"{offs[0]} + ({aexpr}) * {dA} + {dshift}"
+                w.put(dep, f"{fn}(src, {so}, {sA}, dst, {do}, {tab}, {toff})")
+
+        if nper:
+            pv, kv = w.var("p"), w.var("k")
+            d = depth
+            if nper > 1:
+                w.put(d, f"for {pv} in range({nper}):")
+                d += 1
+            else:
+                w.put(d, f"{pv} = 0")
+            w.put(d, f"for {kv} in range(0, {period}, {t.V}):")
+            calls(d + 1, f"{pv} * {period} + {kv}", f"{pv} * {shift}", kv, t.V)
+        if rem:
+            full, tail = divmod(rem, t.V)
+            start = nper * period
+            if full:
+                kv = w.var("k")
+                w.put(depth, f"for {kv} in range(0, {full * t.V}, {t.V}):")
+                calls(depth + 1, f"{start} + {kv}", str(nper * shift), kv, t.V)
+            if tail:
+                calls(depth, str(start + full * t.V), str(nper * shift), str(full * t.V), tail)
+
+    def _table(self, values: list[int]) -> str:
+        """Name of a module-level int64 table (frozen into the kernel as a constant)."""
+        key = tuple(values)
+        if key not in self.tables:
+            self.tables[key] = f"TAB{len(self.tables)}"
+        return self.tables[key]
 
     def _emit_transpose(self, depth: int, so: str, do: str, sA: int, dB: int, R: int, V: int,
                         Rv: int, Vv: int, A: Node, B: Node, nt: bool, xo: list[str]) -> None:

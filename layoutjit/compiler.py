@@ -70,7 +70,8 @@ def lower_and_plan(src_md: MemoryDesc, dst_md: MemoryDesc, attrs: Attrs | None
     extra = attrs.extra_operands(src_md, dst_md) if attrs is not None else ()
     ir = lower(dst_md, src_md, extra)
     ep = attrs.epilogue(src_md, dst_md) if attrs is not None else plain_epilogue(src_md.dtype, dst_md.dtype)
-    plan = make_plan(ir, allow_tile=ep.tile_ok, allow_shift=ep.direct)
+    plan = make_plan(ir, allow_tile=ep.tile_ok, allow_shift=ep.direct,
+                     allow_cols=ep.direct or bool(ep.vector_ops))
     return ir, plan, ep
 
 

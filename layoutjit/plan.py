@@ -23,6 +23,7 @@ range (see ``segments``), recursively, all with compile-time bounds.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, replace
 
@@ -155,6 +156,10 @@ class TileSpec:
     A is the node with dst stride = run length, B the one with src stride = run
     length: runs are transposed like elements, R runs per micro call
     (``simd.gather`` packs R runs into whole 64-byte lines), M calls per macro.
+    A transpose with ``c`` set takes its columns from B x C, one source run of
+    B.extent * C.extent elements (B short: oihw -> OIhw16i16o, B = hw = 9, C = i):
+    V-column chunks of the run are loaded as whole vectors and each column is
+    stored where a table says (``simd.tile_cols``, :func:`cols_table`).
     kind "stream": node A is a long contiguous run on both sides, moved V
     elements (one destination line) per call, peeled at run time so that
     non-temporal stores hit whole aligned lines.
@@ -168,10 +173,11 @@ class TileSpec:
     M: int
     rows_contiguous: bool
     l: int | None = None  # noqa: E741 - the run node of kind "lines"
+    c: int | None = None  # kind "transpose": node continuing B's source run (see cols_table)
 
     @property
     def nodes(self) -> tuple[int, ...]:
-        return tuple(i for i in (self.a, self.b, self.l) if i is not None)
+        return tuple(i for i in (self.a, self.b, self.l, self.c) if i is not None)
 
 
 @dataclass(frozen=True)
@@ -191,8 +197,19 @@ class Plan:
 
     @property
     def shift_panel(self) -> int:
-        """Shifted plans: B blocks per panel (bounds the per-row carry to ~64 KB)."""
-        return SHIFT_PANEL_BLOCKS
+        """Shifted plans: B blocks per panel -- whole rows where the per-row carry (one line
+        per destination row of the panel) fits ``SHIFT_CARRY_BYTES``, else equal panels.
+
+        Each panel restarts the walk along the group's source rows, so longer panels
+        keep the hardware prefetchers streaming: on 3001x2999 f32 at 1 thread, 64 blocks
+        (4 KB of each source row) measured 1.11x copy, 128 1.07x, the whole row 1.04x.
+        """
+        t = self.tile
+        assert t is not None and t.b is not None
+        nbb = -(-self.ir.nodes[t.b].extent // t.V)
+        cap = max(1, SHIFT_CARRY_BYTES // (t.V * 64))
+        panels = -(-nbb // cap)
+        return -(-nbb // panels)
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -246,6 +263,14 @@ class Plan:
         t = self.tile
         if t is None:
             lines.append("micro-kernel: none (element loops; contiguous inner loops are vectorized by LLVM)")
+        elif t.kind == "transpose" and t.c is not None:
+            assert t.b is not None
+            period = len(cols_table(self.ir, t))
+            lines.append(f"micro-kernel: transpose A={nm(t.a)}, dst stride 1 x the source run B={nm(t.b)} "
+                         f"x C={nm(t.c)} ({self.nodes[t.b].extent * self.nodes[t.c].extent} elements), "
+                         f"by {t.R}x{t.V} register tiles over {t.V}-element chunks of the run, "
+                         f"destination rows placed by a table of {period}, {t.M} per macro tile "
+                         f"({t.M * t.R} source rows read side by side)")
         elif t.kind == "transpose":
             assert t.b is not None
             lines.append(f"micro-kernel: transpose A={nm(t.a)}, dst stride 1 x B={nm(t.b)}, src stride 1, "
@@ -307,7 +332,8 @@ def _lines_digits_ok(ir: LoopIR, nodes: list[Node], a: Node, b: Node, run: Node)
     return all(_digit_order_ok(ir, nodes, n) for n in guarded)
 
 
-def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True) -> tuple[LoopIR, TileSpec | None, list[str]]:
+def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True, allow_cols: bool = True
+                ) -> tuple[LoopIR, TileSpec | None, list[str]]:
     """Pick the micro-kernel for the innermost nodes, if any (see TileSpec)."""
     notes: list[str] = []
     nodes = list(ir.nodes)
@@ -329,7 +355,7 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True) -> tuple[LoopIR, Ti
     if ia != ib:
         if any(s is None for n in (nodes[ia], nodes[ib]) for s in n.strides):
             return ir, None, notes  # an operand's offset comes from the index: element loops
-        return _transpose(ir, nodes, ia, ib, vbytes, ssz, dsz, notes)
+        return _transpose(ir, nodes, ia, ib, vbytes, ssz, dsz, notes, allow_cols)
     run = nodes[ia]
     if not _digit_order_ok(ir, nodes, run) or any(s is None for s in run.strides):
         return ir, None, notes
@@ -356,7 +382,7 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True) -> tuple[LoopIR, Ti
 
 
 def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz: int, dsz: int,
-               notes: list[str]) -> tuple[LoopIR, TileSpec | None, list[str]]:
+               notes: list[str], allow_cols: bool = True) -> tuple[LoopIR, TileSpec | None, list[str]]:
     a, b = nodes[ia], nodes[ib]
     if a.extent < 2 or b.extent < 2 or a.strides[1] is None or b.strides[0] is None:
         return ir, None, notes
@@ -378,10 +404,57 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     # fewer streams than a full transpose (measured on Zen 5: 16 vs 32).
     streams = READ_STREAMS_BLOCKED if rows_contig else READ_STREAMS
     M = max(1, min(-(-a.extent // R), streams // R))
+    ic = _cols_node(ir, nodes, ia, ib, vbytes // ssz) if allow_cols and not rows_contig else None
+    if ic is not None:
+        rest = [n for i, n in enumerate(nodes) if i not in (ia, ib, ic)]
+        k = len(rest)
+        spec = TileSpec("transpose", k, k + 2, R, max(1, vbytes // ssz), M, False, c=k + 1)
+        return ir.with_nodes(rest + [a, nodes[ic], b], "choose_tile"), spec, notes
     rest = [n for i, n in enumerate(nodes) if i not in (ia, ib)]
     nodes2 = rest + [a, b]
     spec = TileSpec("transpose", len(rest), len(rest) + 1, R, V, M, rows_contig)
     return ir.with_nodes(nodes2, "choose_tile"), spec, notes
+
+
+#: Longest table of destination offsets a cols tile may use (elements of one period).
+COLS_MAX_PERIOD = 1024
+
+
+def _cols_node(ir: LoopIR, nodes: list[Node], ia: int, ib: int, lanes: int) -> int | None:
+    """The node C that continues B's source run, when B alone makes poor register tiles.
+
+    B (source stride 1) shorter than a few vectors and not a whole number of
+    them wastes most of each tile (9 of 16 lanes for 3x3 weights); if the
+    source stays contiguous into C (C's source stride is B's extent), the tile
+    reads whole vectors of the B x C run instead. Only for src and dst alone,
+    with B and C unpadded.
+    """
+    b = nodes[ib]
+    if lanes < 2 or b.extent % lanes == 0 or b.extent >= 4 * lanes or len(ir.operands) != 2:
+        return None
+    for i, n in enumerate(nodes):
+        if i in (ia, ib) or n.extent < 2 or n.strides[1] != b.extent or n.strides[0] is None:
+            continue
+        if any(m.dim is not None and ir.dims[m.dim].guarded for m in (b, n)):
+            return None
+        if math.lcm(b.extent, lanes) > COLS_MAX_PERIOD:
+            return None
+        return i
+    return None
+
+
+def cols_table(ir: LoopIR, tile: TileSpec) -> list[int]:
+    """Destination offsets (elements, relative) of the columns of one period of a cols tile.
+
+    Column l of the B x C run is element (b, c) = (l % B.extent, l // B.extent); the
+    table covers lcm(B.extent, V) columns, after which the pattern repeats shifted by
+    (period / B.extent) * C's destination stride.
+    """
+    assert tile.b is not None and tile.c is not None
+    b, c = ir.nodes[tile.b], ir.nodes[tile.c]
+    assert b.strides[0] is not None and c.strides[0] is not None
+    period = math.lcm(b.extent, tile.V)
+    return [(x % b.extent) * b.strides[0] + (x // b.extent) * c.strides[0] for x in range(period)]
 
 
 STREAM_CHUNK_BYTES = 64 * 1024
@@ -434,7 +507,7 @@ def choose_parallel(ir: LoopIR, tile: TileSpec | None, bytes_moved: int) -> tupl
 
 
 def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
-              allow_shift: bool = True) -> Plan:
+              allow_shift: bool = True, allow_cols: bool = True) -> Plan:
     """Run every pass and record the choices (see the module docstring).
 
     ``allow_shift``: a transpose whose destination rows are not line-aligned may
@@ -443,7 +516,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     """
     vb = vector_bytes() if vbytes is None else vbytes
     ir = normalize(ir)
-    ir, tile, notes = choose_tile(ir, vb, allow_tile)
+    ir, tile, notes = choose_tile(ir, vb, allow_tile, allow_cols)
     dst = ir.operands[0]
     total = ir.total
     moved = total * (dst.dtype.size + ir.operands[1].dtype.size)
@@ -471,7 +544,8 @@ def shift_group(R: int, q: int) -> int:
     return R * max(1, -(-q // R))
 
 
-SHIFT_PANEL_BLOCKS = 64
+#: Bound on a shifted transpose's carry (one 64-byte line per destination row of a panel).
+SHIFT_CARRY_BYTES = 256 * 1024
 
 
 def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
@@ -482,7 +556,8 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
     whole number of lines, no padding or index-computed offsets anywhere, and
     rows of at least two groups (else there is little to realign).
     """
-    if tile.kind != "transpose" or tile.rows_contiguous or tile.b is None or len(ir.operands) != 2:
+    if (tile.kind != "transpose" or tile.rows_contiguous or tile.b is None or tile.c is not None
+            or len(ir.operands) != 2):
         return False
     dsz = ir.operands[0].dtype.size
     if dsz not in (2, 4, 8):
@@ -521,6 +596,8 @@ def _nt_possible(ir: LoopIR, tile: TileSpec) -> bool:
         return (tile.R * run.extent) % q == 0 and (b.strides[0] or 0) % q == 0
     if tile.rows_contiguous:
         return (tile.R * tile.V) % q == 0
+    if tile.c is not None and (ir.nodes[tile.c].strides[0] or 0) % q:
+        return False
     return (b.strides[0] or 0) % q == 0 and tile.R % q == 0
 
 

@@ -74,7 +74,8 @@ from numba.extending import intrinsic
 from . import convert as _cv
 from .dtypes import DataType, as_dtype
 
-__all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "tile", "tile_shift", "tile_shift_supported",
+__all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "tile", "tile_cols", "tile_shift",
+           "tile_shift_supported",
            "gather", "sfence", "supports",
            "MAX_TILE"]
 
@@ -456,8 +457,12 @@ def _dense_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, *, R: int, V: int, 
 def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
                dstride, *, R: int, V: int, s: DataType, d: DataType, Rv: int, Vv: int,
                nt: bool, rows_contiguous: bool, vbytes: int, src_dense: bool = False,
-               post: tuple = ()) -> None:
-    """Emit the whole tile at the builder's position (pointers are to storage elements)."""
+               post: tuple = (), cols: tuple | None = None) -> None:
+    """Emit the whole tile at the builder's position (pointers are to storage elements).
+
+    ``cols``: (table pointer, offset): destination row c starts at ``doff + table[offset + c]``
+    instead of ``doff + c*dstride`` (see :func:`tile_cols`).
+    """
     ssz, dsz = s.size, d.size
     Rp, P = _pow2ceil(R), _pow2ceil(V)
     sty = _cv.storage_ir_type(s)
@@ -466,7 +471,8 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
         gather = _Gather(builder, _dense_regs(builder, sptr, soff, R=R, V=V, P=P, Rv=Rv, s=s,
                                               vbytes=vbytes))
         _store_tile(builder, gather, dptr, doff, dstride, R=R, V=V, P=P, s=s, d=d, nt=nt,
-                    rows_contiguous=rows_contiguous, vbytes=vbytes, converted=False, post=post)
+                    rows_contiguous=rows_contiguous, vbytes=vbytes, converted=False, post=post,
+                    cols=cols)
         return
 
     # 1. load rows (only Rv rows of Vv elements), zero-pad to Rp rows of P lanes
@@ -515,7 +521,8 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
                 regs = _unriffle(builder, regs)
     gather = _Gather(builder, regs)
     _store_tile(builder, gather, dptr, doff, dstride, R=R, V=V, P=P, s=s, d=d, nt=nt,
-                rows_contiguous=rows_contiguous, vbytes=vbytes, converted=converted, post=post)
+                rows_contiguous=rows_contiguous, vbytes=vbytes, converted=converted, post=post,
+                cols=cols)
 
 
 def _relu(builder: ir.IRBuilder, x: ir.Value, alpha: float) -> ir.Value:
@@ -530,7 +537,7 @@ def _relu(builder: ir.IRBuilder, x: ir.Value, alpha: float) -> ir.Value:
 
 def _store_tile(builder: ir.IRBuilder, gather: _Gather, dptr: ir.Value, doff, dstride, *, R: int,
                 V: int, P: int, s: DataType, d: DataType, nt: bool, rows_contiguous: bool,
-                vbytes: int, converted: bool, post: tuple = ()) -> None:
+                vbytes: int, converted: bool, post: tuple = (), cols: tuple | None = None) -> None:
     """4. gather destination vectors (element ids r*P + c), convert (widening case), apply
     the ``post`` ops, store."""
     dsz = d.size
@@ -572,7 +579,12 @@ def _store_tile(builder: ir.IRBuilder, gather: _Gather, dptr: ir.Value, doff, ds
             store(want, builder.add(doff, ir.Constant(i64, start)))
     else:
         for c in range(V):
-            off = builder.add(doff, builder.mul(dstride, ir.Constant(i64, c)))
+            if cols is not None:
+                tptr, toff = cols
+                tp = builder.gep(tptr, [builder.add(toff, ir.Constant(i64, c))], inbounds=True)
+                off = builder.add(doff, builder.load(tp, align=8))
+            else:
+                off = builder.add(doff, builder.mul(dstride, ir.Constant(i64, c)))
             store([r * P + c for r in range(R)], off)
 
 
@@ -761,6 +773,81 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
                              f"f32 destination)")
     return _make_tile(R, V, str.__str__(s), str.__str__(d), Rv, Vv, nt, rows_contiguous,
                       int(vbytes), bool(src_dense), post)
+
+
+@functools.cache
+def _make_tile_cols(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: bool,
+                    vbytes: int, post: tuple = ()):
+    s, d = as_dtype(sname), as_dtype(dname)
+    params = dict(R=R, V=V, s=s, d=d, Rv=Rv, Vv=Vv, nt=nt, rows_contiguous=False, vbytes=vbytes,
+                  post=post)
+
+    def impl(typingctx, src, soff, sstride, dst, doff, table, toff):
+        _expect_array(src, s, "src", "tile_cols")
+        _expect_array(dst, d, "dst", "tile_cols")
+        if dst.mutable is False:
+            raise errors.TypingError("tile_cols: dst is read-only")
+        if not (isinstance(table, types.Array) and table.ndim == 1 and table.layout == "C"
+                and table.dtype == types.int64):
+            raise errors.TypingError(f"tile_cols: table must be a 1-D C-contiguous int64 array, "
+                                     f"got {table}")
+        for t in (soff, sstride, doff, toff):
+            if not isinstance(t, types.Integer):
+                raise errors.TypingError(f"tile_cols: offsets and strides must be integers, got {t}")
+        i64 = types.int64
+        sig = types.void(src, i64, i64, dst, i64, table, i64)
+
+        def codegen(context, builder, sig, args):
+            sa = context.make_array(sig.args[0])(context, builder, args[0])
+            da = context.make_array(sig.args[3])(context, builder, args[3])
+            ta = context.make_array(sig.args[5])(context, builder, args[5])
+            _emit_tile(builder, sa.data, args[1], args[2], da.data, args[4], None,
+                       cols=(ta.data, args[6]), **params)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    name = (f"lj_tile_cols_{R}x{V}_{sname}_{dname}"
+            + (f"_rv{Rv}" if Rv != R else "") + (f"_vv{Vv}" if Vv != V else "")
+            + ("_nt" if nt else "")
+            + "".join(f"_{op}{a!r}".replace(".", "p").replace("-", "m") for op, a in post)
+            + f"_w{vbytes}")
+    impl.__name__ = impl.__qualname__ = name
+    impl.__module__ = __name__
+    return intrinsic(impl)
+
+
+def tile_cols(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | None = None,
+              nt: bool = False, vbytes: int = HOST_VECTOR_BYTES, post: tuple = ()):
+    """:func:`tile` with destination rows placed by a table:
+    ``t(src, soff, sstride, dst, doff, table, toff)`` stores destination row c (the
+    source's column c) at ``dst[doff + table[toff + c]]`` (``table``: int64 array).
+
+    For source rows that stay contiguous over more than one destination index digit
+    (oihw -> OIhw16i16o: 144 elements over (i, hw)), so that whole vectors are loaded
+    and transposed however short each digit is.  NT preconditions: every
+    ``doff + table[toff + c]`` is 64-byte aligned and ``R*dst_size`` is a multiple of 64.
+    """
+    s, d = as_dtype(src_dt), as_dtype(dst_dt)
+    R, V = int(R), int(V)
+    if not (1 <= R <= MAX_TILE and 1 <= V <= MAX_TILE):
+        raise ValueError(f"tile_cols: R={R}, V={V}: both must be in 1..{MAX_TILE}")
+    Rv = R if Rv is None else int(Rv)
+    Vv = V if Vv is None else int(Vv)
+    if not (0 <= Rv <= R and 0 <= Vv <= V):
+        raise ValueError(f"tile_cols: need 0 <= Rv <= R and 0 <= Vv <= V (R={R}, V={V}, Rv={Rv}, "
+                         f"Vv={Vv})")
+    if vbytes not in (16, 32, 64):
+        raise ValueError(f"tile_cols: vbytes={vbytes} must be 16, 32 or 64")
+    if nt and (R * d.size) % 64:
+        raise ValueError(f"tile_cols: non-temporal stores need R*dst_size ({R * d.size} bytes) to "
+                         f"be a multiple of 64")
+    post = tuple((str(op), float(a)) for op, a in post)
+    for op, a in post:
+        if op != "relu" or not 0.0 <= a < float("inf") or str.__str__(d) != "f32":
+            raise ValueError(f"tile_cols: post op {(op, a)} unsupported (relu with a finite "
+                             f"alpha >= 0, f32 destination)")
+    return _make_tile_cols(R, V, str.__str__(s), str.__str__(d), Rv, Vv, bool(nt), int(vbytes), post)
 
 
 # ---------------------------------------------------------------------------------------------

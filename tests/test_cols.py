@@ -1,0 +1,167 @@
+"""Transposes whose source rows stay contiguous over two destination digits (``TileSpec.c``).
+
+oihw -> OIhw16i16o reads, per output channel o, a run of 16 x 9 elements over
+(i, hw): the planner tiles that run in whole vectors and places each column
+through a table (``simd.tile_cols``). Checked here: the micro-kernel against
+numpy index arithmetic (dtype pairs, partial tiles, non-temporal stores), the
+planner's choice and its explanation, and whole kernels against the reference
+reorder for weights layouts with padding, conversions, fused relu, forced
+non-temporal stores, 1 and 2 threads, and guard bytes around the destination.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+from layoutjit.dtypes import as_dtype
+from layoutjit.simd import sfence, tile_cols
+from test_convert import ref_direct
+
+M = lj.MemoryDesc
+GUARD = 64
+UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+# ------------------------------------------------------------------ the micro-kernel
+TILE_CASES = [  # R, V, src, dst, Rv, Vv, nt
+    (16, 16, "f32", "f32", 16, 16, False),
+    (16, 16, "f32", "f32", 16, 16, True),
+    (16, 9, "f32", "f32", 16, 9, False),
+    (16, 16, "f32", "f32", 11, 16, True),
+    (16, 16, "f32", "bf16", 16, 16, False),
+    (32, 16, "f32", "bf16", 32, 16, True),
+    (16, 16, "f32", "s8", 16, 7, False),
+    (8, 8, "f64", "f64", 8, 8, True),
+    (16, 16, "f32", "f32", 0, 16, True),
+]
+
+
+def _table(rng, V: int, R: int, dsz: int, nt: bool) -> np.ndarray:
+    """Disjoint destination rows of R elements in a random order (line-aligned when nt)."""
+    step = max(R, 64 // dsz) if nt else R + 3
+    return (rng.permutation(V + 5)[:V] * step).astype(np.int64)
+
+
+def test_tile_cols_matches_numpy():
+    rng = np.random.default_rng(7)
+    ns, lines, args, checks = {"sfence": sfence}, [], [], []
+    for k, (R, V, s, d, Rv, Vv, nt) in enumerate(TILE_CASES):
+        dd = as_dtype(d)
+        sstride = V + 13
+        toff = 3
+        table = np.concatenate([np.zeros(toff, np.int64), _table(rng, V, R, dd.size, nt)])
+        size = int(table.max()) + R + 64
+        src = ref.random_raw(R * sstride + V, s, rng)
+        raw = np.full(size * dd.size + 128, 0x5A, np.uint8)
+        a0 = (-raw.ctypes.data) % 64
+        dst = raw[a0:a0 + size * dd.size].view(dd.storage)
+        soff, doff = 2, 0 if nt else 1
+        ns[f"t{k}"] = tile_cols(R, V, s, d, Rv=Rv, Vv=Vv, nt=nt)
+        ns[f"tab{k}"] = table
+        lines.append(f"    t{k}(s{k}, {soff}, {sstride}, d{k}, {doff}, tab{k}, {toff})")
+        args += [f"s{k}", f"d{k}"]
+        exp = dst.copy()
+        for c in range(V):
+            base = doff + int(table[toff + c])
+            for r in range(R):
+                if r < Rv and c < Vv:
+                    exp[base + r] = ref_direct(s, d, src[soff + r * sstride + c:soff + r * sstride + c + 1])[0]
+                else:
+                    exp[base + r] = np.zeros(1, dd.storage)[0]
+        checks.append((src, dst, exp))
+    exec(f"def group({', '.join(args)}):\n" + "\n".join(lines) + "\n    sfence()\n", ns)
+    numba.njit(ns["group"])(*[a for src, dst, _ in checks for a in (src, dst)])
+    for (R, V, s, d, Rv, Vv, nt), (_, dst, exp) in zip(TILE_CASES, checks):
+        u = UINT[dst.itemsize]
+        assert np.array_equal(dst.view(u), exp.view(u)), (R, V, s, d, Rv, Vv, nt)
+
+
+def test_tile_cols_validation():
+    with pytest.raises(ValueError, match="non-temporal"):
+        tile_cols(8, 16, "f32", "f32", nt=True)
+    with pytest.raises(ValueError, match="Rv"):
+        tile_cols(16, 16, "f32", "f32", Rv=17)
+    with pytest.raises(ValueError, match="post op"):
+        tile_cols(16, 16, "f32", "bf16", post=(("relu", 0.0),))
+    assert tile_cols(16, 16, "f32", "f32") is tile_cols(16, 16, "f32", "f32")
+
+
+# ------------------------------------------------------------------ planner and kernels
+KERNEL_CASES = [  # dims, src tag, dst tag, dst dtype, cols expected
+    ((64, 48, 3, 3), "oihw", "OIhw16i16o", "f32", True),
+    ((17, 48, 3, 3), "oihw", "OIhw16i16o", "f32", True),     # padded o: partial and zero tiles
+    ((32, 17, 3, 3), "oihw", "OIhw16i16o", "f32", False),    # padded i: the run has holes
+    ((48, 32, 5, 5), "oihw", "OIhw16i16o", "bf16", True),    # 400-column run, table of 400
+    ((32, 32, 1, 7), "oihw", "OIhw16i16o", "s8", True),      # short tail chunk
+    ((2, 32, 16, 3, 3), "goihw", "gOIhw16i16o", "f32", True),
+    ((16, 32, 3, 3, 3), "oidhw", "OIdhw16i16o", "f32", True),
+    ((64, 32, 3, 3), "oihw", "IOhw16i16o", "f32", True),
+    ((32, 24, 3, 3), "oihw", "OIhw8i8o", "f32", True),
+    ((16, 3, 20, 7), "abcd", "cdba", "f32", False),          # B = 7 but no contiguous C
+]
+
+
+def _run_checked(k, threads_list=(1, 2), offsets=(0,)):
+    s, d = k.src_md, k.dst_md
+    rng = np.random.default_rng(sum(s.dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
+    n = d.get_size()
+    expect = ref.reorder(x, s, d, np.zeros(n // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    before = numba.get_num_threads()
+    try:
+        for threads in threads_list:
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            for off in offsets:
+                raw = np.full(n + 2 * GUARD + 64, 0xA5, np.uint8)
+                a0 = (-raw.ctypes.data) % 64 + GUARD + off
+                y = raw[a0:a0 + n].view(d.dtype.storage)
+                k(x, y)
+                np.testing.assert_array_equal(raw[a0:a0 + n], expect,
+                                              err_msg=f"{k.plan.describe()}\noffset {off}, {threads} threads")
+                assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()
+    finally:
+        numba.set_num_threads(before)
+
+
+@pytest.fixture
+def nt_and_parallel_always(monkeypatch):
+    """Small tensors planned like large ones (kernels are cached per key: dims unique here)."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+
+
+@pytest.mark.parametrize("dims,stag,dtag,ddt,cols", KERNEL_CASES)
+def test_cols_kernels_are_exact(nt_and_parallel_always, dims, stag, dtag, ddt, cols):
+    k = lj.compile_reorder(M(dims, "f32", stag), M(dims, ddt, dtag))
+    t = k.plan.tile
+    assert (t is not None and t.c is not None) == cols, k.plan.describe()
+    if cols:
+        assert "tile_cols(" in k.source and "placed by a table" in k.plan.describe()
+        # NT needs whole lines per column: 16 x f32 yes; 16 x bf16/s8 and 8 x f32 no
+        assert k.plan.nt == (t.R * as_dtype(ddt).size % 64 == 0), k.plan.describe()
+    # aligned (NT path where planned) and misaligned destinations (plain stores)
+    _run_checked(k, offsets=(0, as_dtype(ddt).size))
+
+
+def test_cols_small_default_plan_is_exact():
+    k = lj.compile_reorder(M((48, 32, 3, 3), "f32", "oihw"), M((48, 32, 3, 3), "f32", "OIhw16i16o"))
+    assert k.plan.tile.c is not None and not k.plan.nt
+    _run_checked(k, threads_list=(1,))
+
+
+def test_cols_with_fused_relu():
+    dims = (32, 32, 3, 3)
+    k = lj.compile_reorder(M(dims, "f32", "oihw"), M(dims, "f32", "OIhw16i16o"),
+                           post_ops=[("eltwise", "relu", 0.0, 0.0)])
+    assert k.plan.tile.c is not None and "post=" in k.source
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(int(np.prod(dims))).astype(np.float32)
+    y = np.full(x.size, np.nan, np.float32)
+    k(x, y)
+    expect = ref.reorder(np.maximum(x, 0).astype(np.float32), k.src_md, k.dst_md, np.zeros_like(y))
+    np.testing.assert_array_equal(y, expect)
