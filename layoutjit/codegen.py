@@ -304,7 +304,10 @@ class KernelWriter:
             w.put(depth, "else:")
             self._render_jobs(depth + 1, nt=False)
         elif self.plan.nt:
-            w.put(depth, "if (dst.ctypes.data & 63) == 0:")
+            # NT only where the plan wants it at this thread count: a call given every job
+            # is a serial run (Plan.nt_split)
+            whole = "" if self.plan.nt_split else f" and hi - lo == {self.plan.jobs}"
+            w.put(depth, f"if (dst.ctypes.data & 63) == 0{whole}:")
             self._render_jobs(depth + 1, nt=True)
             if self.uses_nt:
                 w.put(depth + 1, "sfence()")
@@ -786,13 +789,28 @@ class KernelWriter:
                 else:
                     d2 = dep
                     cexpr = str(c_first)
-                for a0, R, Rv in gr:
+                # the group's leading full tiles: unrolled when few, else a loop
+                nfull = 0
+                while nfull < len(gr) and gr[nfull][1:] == gr[0][1:]:
+                    nfull += 1
+                items: list[tuple[int, str, int, int, int]] = []
+                if nfull > 4:
+                    av = self.w.var("a")
+                    self.w.put(d2, f"for {av} in range(0, {nfull * gr[0][1]}, {gr[0][1]}):")
+                    items.append((d2 + 1, av, gr[0][0], gr[0][1], gr[0][2]))
+                    rest = gr[nfull:]
+                else:
+                    rest = gr
+                items += [(d2, "", a0, R, Rv) for a0, R, Rv in rest]
+                for dep3, av, a0, R, Rv in items:
                     aexpr = f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
+                    if av:
+                        aexpr = f"{aexpr} + {av}"
                     so = f"{offs[1]} + ({aexpr}) * {sA} + ({cexpr}) * {B.strides[1]}"
                     do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
                     xo = [f"{offs[k]} + ({aexpr}) * {A.strides[k]} + ({cexpr}) * {B.strides[k]}"
                           for k in range(len(self.ops))]
-                    self._emit_transpose(d2, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo)
+                    self._emit_transpose(dep3, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo)
 
         if group_var is not None:
             gsz = t.M * t.R

@@ -1,0 +1,87 @@
+"""Store-dependent plan choices: NT per thread count, wide macro tiles for plain stores.
+
+``Plan.nt_split``: runs packed into lines (nhwc -> nChw16c) between the NT
+threshold and the LLC size use NT stores when one thread runs every job and
+plain stores when the jobs are split between threads; the kernel tells the two
+apart by its job range. The tests shrink both thresholds, check the plan, the
+generated condition and every byte at 1 and 2 threads, and that other kinds
+keep one rule.
+
+Wide macro tiles: transposes with plain stores into destination rows 1 KB or
+more apart read 256 source rows per macro tile (a loop of tiles in the
+generated code); checked on tails, padding and conversions.
+"""
+
+from __future__ import annotations
+
+import numba
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+
+M = lj.MemoryDesc
+
+
+@pytest.fixture
+def band(monkeypatch):
+    """Every size is above the NT threshold and below the split threshold."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 1 << 40)
+
+
+def test_lines_kind_splits_its_store_choice(band):
+    dims = (2, 40, 9, 7)
+    k = lj.compile_reorder(M(dims, "f32", "nhwc"), M(dims, "f32", "nChw16c"))
+    p = k.plan
+    assert p.tile.kind == "lines" and p.nt and not p.nt_split and p.jobs > 1, p.describe()
+    assert f"hi - lo == {p.jobs}" in k.source
+    assert "when one thread runs every job" in p.describe()
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, 2):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            assert ref.kernel_matches_reference(k, seed=threads)
+    finally:
+        numba.set_num_threads(before)
+
+
+def test_transposes_keep_one_rule(band):
+    dims = (2, 64, 9, 16)
+    k = lj.compile_reorder(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"))
+    assert k.plan.tile.kind == "transpose" and k.plan.nt and k.plan.nt_split, k.plan.describe()
+    assert "hi - lo ==" not in k.source
+
+
+def test_split_threshold_is_at_least_the_nt_threshold():
+    dims = (2, 40, 9, 7)
+    ir = lj.compiler.lower_and_plan(M(dims, "f32", "nhwc"), M(dims, "f32", "nChw16c"), None)[1]
+    t = ir.tile
+    assert plan_mod.nt_split_min_bytes(t) >= plan_mod.nt_min_bytes(t)
+    assert plan_mod.nt_split_min_bytes(t) >= plan_mod.llc_bytes()
+
+
+WIDE_CASES = [  # dims, src tag, dst tag, dst dtype
+    ((1, 512, 7, 9), "nchw", "nhwc", "f32"),     # 2 KB rows: 256-row groups
+    ((2, 300, 5, 7), "nchw", "nhwc", "f32"),     # tail group of 44 rows, tail tile of 12
+    ((1, 280, 6, 6), "nchw", "nhwc", "bf16"),    # conversion, rows 560 B apart: not wide
+    ((2, 400, 3, 11), "nchw", "nhwc", "s8"),
+    ((3, 17, 20, 20), "nhwc", "nchw", "f32"),    # rows 1.6 KB apart, 400 rows in groups
+    ((1, 33, 300), "abc", "acb", "f32"),
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,ddt", WIDE_CASES)
+def test_wide_groups_are_exact(dims, stag, dtag, ddt):
+    k = lj.compile_reorder(M(dims, "f32", stag), M(dims, ddt, dtag))
+    p = k.plan
+    t = p.tile
+    row_bytes = p.ir.nodes[t.b].strides[0] * k.dst_md.dtype.size
+    wide = row_bytes >= plan_mod.WIDE_GROUP_STRIDE_BYTES and not p.nt
+    a = p.ir.nodes[t.a]
+    assert (t.M * t.R >= min(plan_mod.WIDE_GROUP_ROWS, a.extent)) == wide, p.describe()
+    if wide and a.extent > 4 * t.R:
+        assert "for a" in k.source  # the group's tiles are a loop, not unrolled
+    assert ref.kernel_matches_reference(k, seed=len(dims))
