@@ -66,6 +66,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="paired rounds per thread count (default 9; --smoke: 1)")
     ap.add_argument("--warmup", type=int, default=None,
                     help="untimed calls of everything before timing (default 2; --smoke: 1)")
+    ap.add_argument("--warmup-ms", type=float, default=None,
+                    help="keep warming up (after --warmup calls) until this long has passed "
+                         "(default 100; --smoke: 0)")
     ap.add_argument("--min-sample-ms", type=float, default=None,
                     help="batch calls so a sample lasts at least this long (default 2; --smoke: 0)")
     ap.add_argument("--peers", default="layoutjit,numpy,torch,onednn",
@@ -101,6 +104,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         a.retries = 0 if smoke else 2
     if a.min_sample_ms is None:
         a.min_sample_ms = 0.0 if smoke else 2.0
+    if a.warmup_ms is None:
+        a.warmup_ms = 0.0 if smoke else 100.0
     try:
         a.threads = tuple(int(x) for x in a.threads.split(",") if x.strip())
     except ValueError:
@@ -204,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         for t in threads:
             numba.set_num_threads(t)
             probe.calibrate()
-    st = Settings(threads=threads, repeats=a.repeats, warmup=a.warmup,
+    st = Settings(threads=threads, repeats=a.repeats, warmup=a.warmup, warmup_s=a.warmup_ms / 1e3,
                   min_sample_s=a.min_sample_ms / 1e3, verify=not a.no_verify, verbose=a.verbose,
                   retries=a.retries, wait_budget_s=a.max_wait)
     results = []
@@ -236,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         "harness": "layoutjit perf", "schema": 1, "started": started, "elapsed_s": elapsed,
         "argv": sys.argv[1:] if argv is None else list(argv), "mode": a.mode,
         "settings": {"threads": list(threads), "repeats": a.repeats, "warmup": a.warmup,
+                     "warmup_s": a.warmup_ms / 1e3,
                      "min_sample_s": a.min_sample_ms / 1e3, "verify": not a.no_verify,
                      "cpu_probe": None if probe is None else {
                          "iters": probe.iters, "ref_s": {str(k): v for k, v in probe.ref.items()}},

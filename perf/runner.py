@@ -25,6 +25,7 @@ class Settings:
     threads: tuple[int, ...] = (1, 2)
     repeats: int = 9
     warmup: int = 2
+    warmup_s: float = 0.1
     min_sample_s: float = 0.002
     verify: bool = True
     verbose: bool = False
@@ -169,7 +170,7 @@ def _timed_phase(copy_fn: Any, fns: dict, st: Settings, probe: Any, monitor: Any
             monitor.wait_quiet(min(st.wait_s, left), st.load_threshold)
         a = monitor.snap() if monitor is not None else None
         res = paired(copy_fn, fns, repeats=st.repeats, warmup=st.warmup,
-                     min_sample_s=st.min_sample_s, probe=probe)
+                     min_sample_s=st.min_sample_s, probe=probe, warmup_s=st.warmup_s)
         if attempt:  # waiting and re-running both count against the budget
             budget["waited_s"] = budget.get("waited_s", 0.0) + time.perf_counter() - t_att
         load = monitor.load(a, monitor.snap()) if monitor is not None else {}

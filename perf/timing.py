@@ -4,7 +4,8 @@ The machine is a shared VM whose memory bandwidth drifts by up to ±30 % between
 runs, so absolute times from different moments are not comparable. Each round
 therefore times, for every contender in turn, one copy sample immediately
 followed by one contender sample; the contender order rotates between rounds.
-After ``warmup`` untimed calls of everything, ``repeats`` rounds are run.
+After ``warmup`` untimed calls of everything (and at least ``warmup_s`` seconds of them),
+``repeats`` rounds are run.
 
 Per contender the result holds its own sample times and the copy samples
 taken right before them. ``ratio`` = median(contender) / median(paired copy);
@@ -164,12 +165,20 @@ class CpuProbe:
 
 def paired(copy: Callable[[], None], contenders: dict[str, Callable[[], None]], *,
            repeats: int, warmup: int, min_sample_s: float,
-           probe: CpuProbe | None = None) -> dict:
-    """Time each contender alternately with ``copy``; see the module docstring."""
-    for _ in range(warmup):
+           probe: CpuProbe | None = None, warmup_s: float = 0.0) -> dict:
+    """Time each contender alternately with ``copy``; see the module docstring.
+
+    Warm-up: ``warmup`` calls of everything, then more rounds until ``warmup_s``
+    seconds have passed -- after a new thread count or new buffers, the first tens of
+    milliseconds on this VM can run at half speed (seen at 2 threads on large cases).
+    """
+    t_end = time.perf_counter() + warmup_s
+    n = 0
+    while n < warmup or (time.perf_counter() < t_end and n < 1000):
         copy()
         for f in contenders.values():
             f()
+        n += 1
     k_copy = calls_per_sample(copy, min_sample_s)
     ks = {n: calls_per_sample(f, min_sample_s) for n, f in contenders.items()}
     names = list(contenders)
