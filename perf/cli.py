@@ -63,7 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--list", action="store_true", help="list the selected cases and exit")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     ap.add_argument("--repeats", type=int, default=None,
-                    help="paired rounds per thread count (default 9; --smoke: 1)")
+                    help="paired rounds per thread count (default 15; --smoke: 1)")
     ap.add_argument("--warmup", type=int, default=None,
                     help="untimed calls of everything before timing (default 2; --smoke: 1)")
     ap.add_argument("--warmup-ms", type=float, default=None,
@@ -95,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.mode = a.mode or "quick"
     smoke = a.mode == "smoke"
     if a.repeats is None:
-        a.repeats = 1 if smoke else 9
+        a.repeats = 1 if smoke else 15
     if a.warmup is None:
         a.warmup = 1 if smoke else 2
     if a.max_wait is None:

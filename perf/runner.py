@@ -23,7 +23,7 @@ GARBAGE = 0xA5  # dst is pre-filled with this byte before a verification run
 @dataclass
 class Settings:
     threads: tuple[int, ...] = (1, 2)
-    repeats: int = 9
+    repeats: int = 15
     warmup: int = 2
     warmup_s: float = 0.1
     min_sample_s: float = 0.002
