@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .ir import LoopIR, Node, Operand
-from .plan import Plan, cols_table, shift_group
+from .plan import Plan, cols_table, shift_group, src_rows
 from .simd import tile_shift_supported
 
 CODEGEN_VERSION = "1"
@@ -176,6 +176,7 @@ class KernelWriter:
         self.uses_nt = False
         self.chunk_var: str | None = None
         self.buffer_elems = 0  # size of the per-call transpose buffer for epilogues
+        self.src_rows: tuple[int, ...] | None = None  # rows of an a2 transpose (plan.src_rows)
 
     # ---------------------------------------------------------------- helpers
     def _digit_orders(self) -> dict[int, list[int]]:
@@ -243,10 +244,11 @@ class KernelWriter:
                 head.append(f"{name} = gather({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, nt={nt}, "
                             f"vbytes={p.vector_bytes})")
             else:
-                _, R, V, Rv, Vv, nt, rc, sdt, ddt, dense, post = spec
+                _, R, V, Rv, Vv, nt, rc, sdt, ddt, dense, post, rows = spec
                 head.append(f"{name} = tile({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, "
                             f"nt={nt}, rows_contiguous={rc}, vbytes={p.vector_bytes}"
                             + (", src_dense=True" if dense else "")
+                            + (f", src_rows={rows!r}" if rows is not None else "")
                             + (f", post={post!r})" if post else ")"))
         for values, name in self.tables.items():
             head.append(f"{name} = np.array({list(values)!r}, np.int64)")
@@ -684,7 +686,7 @@ class KernelWriter:
 
     # ---------------------------------------------------------------- tiles
     def _micro(self, key: tuple, sdt: str | None = None, ddt: str | None = None,
-               dense: bool = False, post: tuple = ()) -> str:
+               dense: bool = False, post: tuple = (), rows: tuple | None = None) -> str:
         """Name of a module-level micro-kernel (simd.tile or simd.gather) with these parameters.
 
         The data types default to the kernel's (src -> dst conversion in registers).
@@ -692,7 +694,7 @@ class KernelWriter:
         """
         key = key + (str(sdt or self.ops[1].dtype), str(ddt or self.ops[0].dtype))
         if key[0] == "tile":
-            key = key + (dense and key[3] > 0 and key[4] == key[2], tuple(post))
+            key = key + (dense and key[3] > 0 and key[4] == key[2], tuple(post), rows)
         if key[0] == "cols":
             key = key + (tuple(post),)
         if key[0] in ("tile", "cols") and (key[3] == 0 or key[4] == 0):
@@ -744,6 +746,9 @@ class KernelWriter:
         assert t is not None and t.b is not None
         A = self.ir.nodes[t.a]
         B = self.ir.nodes[t.b]
+        if t.a2 is not None:  # rows A2lo x A: one line, each row at its own source offset
+            A = Node(t.R, None, 1, (1, 0))
+            self.src_rows = src_rows(self.ir, t)
         vA, wrA = self._range_of(A, state)
         vB, wrB = self._range_of(B, state)
         if zero:
@@ -902,7 +907,8 @@ class KernelWriter:
         use_nt = nt and ((R * V) % q == 0 if rc else (R * dsz) % 64 == 0)
         if self.ep.direct or Rv == 0 or Vv == 0 or self.ep.vector_ops:
             post = self.ep.vector_ops if Rv and Vv else ()
-            fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc), dense=sA == V, post=post)
+            fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc), dense=sA == V, post=post,
+                             rows=self.src_rows)
             self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do}, {dB})")
             return
         # An epilogue (scales, post-ops): (1) transpose the source values into a small buffer,

@@ -173,6 +173,9 @@ class TileSpec:
     B.extent * C.extent elements (B short: oihw -> OIhw16i16o, B = hw = 9, C = i):
     V-column chunks of the run are loaded as whole vectors and each column is
     stored where a table says (``simd.tile_cols``, :func:`cols_table`).
+    A transpose with ``a2`` set takes its R rows from A2 x A, the destination
+    digits that make one whole line (A shorter than a line: oihw -> OIhw4i16o4i,
+    A = 4 i, A2 = 4 of the 16 o), each row read from its own offset (:func:`src_rows`).
     kind "stream": node A is a long contiguous run on both sides, moved V
     elements (one destination line) per call, peeled at run time so that
     non-temporal stores hit whole aligned lines.
@@ -187,10 +190,11 @@ class TileSpec:
     rows_contiguous: bool
     l: int | None = None  # noqa: E741 - the run node of kind "lines"
     c: int | None = None  # kind "transpose": node continuing B's source run (see cols_table)
+    a2: int | None = None  # kind "transpose": node continuing A's destination line (src_rows)
 
     @property
     def nodes(self) -> tuple[int, ...]:
-        return tuple(i for i in (self.a, self.b, self.l, self.c) if i is not None)
+        return tuple(i for i in (self.a, self.b, self.l, self.c, self.a2) if i is not None)
 
 
 @dataclass(frozen=True)
@@ -277,6 +281,11 @@ class Plan:
         t = self.tile
         if t is None:
             lines.append("micro-kernel: none (element loops; contiguous inner loops are vectorized by LLVM)")
+        elif t.kind == "transpose" and t.a2 is not None:
+            assert t.b is not None
+            lines.append(f"micro-kernel: transpose rows A2={nm(t.a2)} x A={nm(t.a)} (one destination line "
+                         f"each), B={nm(t.b)}, src stride 1, by {t.R}x{t.V} register tiles whose rows "
+                         f"start at {t.R} source offsets")
         elif t.kind == "transpose" and t.c is not None:
             assert t.b is not None
             period = len(cols_table(self.ir, t))
@@ -429,6 +438,10 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         k = len(rest)
         spec = TileSpec("transpose", k, k + 2, R, max(1, vbytes // ssz), M, False, c=k + 1)
         return ir.with_nodes(rest + [a, nodes[ic], b], "choose_tile"), spec, notes
+    # (after cols: oihw -> OIhw16i16o bf16 could take either; cols 1.65x copy, line rows 3.3x)
+    lined = _line_rows(ir, nodes, ia, ib, dsz, vbytes // ssz) if allow_cols and not rows_contig else None
+    if lined is not None:
+        return lined[0], lined[1], notes
     rest = [n for i, n in enumerate(nodes) if i not in (ia, ib)]
     nodes2 = rest + [a, b]
     spec = TileSpec("transpose", len(rest), len(rest) + 1, R, V, M, rows_contig)
@@ -460,6 +473,55 @@ def _cols_node(ir: LoopIR, nodes: list[Node], ia: int, ib: int, lanes: int) -> i
             return None
         return i
     return None
+
+
+def _line_rows(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes: int
+               ) -> tuple[LoopIR, TileSpec] | None:
+    """A transpose whose rows fill whole destination lines from two digits, when A is short.
+
+    A (destination stride 1) shorter than a line makes tiles that store pieces of
+    lines (oihw -> OIhw4i16o4i: 4 i = 16 bytes). If a node A2 continues the line
+    (destination stride A.extent), it is split so that k = line / A.extent of its
+    steps join the rows: R = one line of rows (A2lo x A), each read from its own
+    source offset, every column stored as one whole (NT-capable) line. Only for src
+    and dst alone, with A and A2 unpadded.
+    """
+    a, b = nodes[ia], nodes[ib]
+    q = 64 // dsz if dsz <= 64 else 1
+    if (len(ir.operands) != 2 or a.extent >= q or q % a.extent or lanes < 2
+            or any(s is None for s in a.strides)):
+        return None
+    k = q // a.extent
+    for i, n in enumerate(nodes):
+        if (i in (ia, ib) or n.strides[0] != a.extent or n.extent % k or n.extent < k
+                or any(s is None for s in n.strides)):
+            continue
+        if any(m.dim is not None and ir.dims[m.dim].guarded for m in (a, n)):
+            return None
+        lo = Node(k, n.dim, n.weight, n.strides)
+        hi = Node(n.extent // k, n.dim, n.weight * k,
+                  tuple(None if s is None else s * k for s in n.strides))
+        rest: list[Node] = []
+        for j, m in enumerate(nodes):
+            if j == i:
+                if hi.extent > 1:
+                    rest.append(hi)
+            elif j not in (ia, ib):
+                rest.append(m)
+        V = min(b.extent, lanes)
+        r = len(rest)
+        spec = TileSpec("transpose", r + 1, r + 2, q, V, 1, False, a2=r)
+        return ir.with_nodes(rest + [lo, a, b], "choose_tile"), spec
+    return None
+
+
+def src_rows(ir: LoopIR, tile: TileSpec) -> tuple[int, ...]:
+    """Source offsets of the rows of an ``a2`` transpose: row r = (A2 step r // A.extent,
+    A step r % A.extent), whose destination offset is r."""
+    assert tile.a2 is not None
+    a, a2 = ir.nodes[tile.a], ir.nodes[tile.a2]
+    assert a.strides[1] is not None and a2.strides[1] is not None
+    return tuple((r // a.extent) * a2.strides[1] + (r % a.extent) * a.strides[1] for r in range(tile.R))
 
 
 def cols_table(ir: LoopIR, tile: TileSpec) -> list[int]:
@@ -580,7 +642,8 @@ def _wide_groups(ir: LoopIR, tile: TileSpec) -> bool:
     stores (large tensors) 32 rows stay best (2048x4096: 0.91 vs 1.55 for whole rows),
     and rows less than 1 KB apart too (C=96: 1.2 vs 2.0).
     """
-    if tile.kind != "transpose" or tile.rows_contiguous or tile.c is not None or tile.b is None:
+    if (tile.kind != "transpose" or tile.rows_contiguous or tile.c is not None or tile.a2 is not None
+            or tile.b is None):
         return False
     b = ir.nodes[tile.b]
     return (b.strides[0] or 0) * ir.operands[0].dtype.size >= WIDE_GROUP_STRIDE_BYTES
@@ -609,7 +672,7 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
     rows of at least two groups (else there is little to realign).
     """
     if (tile.kind != "transpose" or tile.rows_contiguous or tile.b is None or tile.c is not None
-            or len(ir.operands) != 2):
+            or tile.a2 is not None or len(ir.operands) != 2):
         return False
     dsz = ir.operands[0].dtype.size
     if dsz not in (2, 4, 8):

@@ -457,8 +457,10 @@ def _dense_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, *, R: int, V: int, 
 def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
                dstride, *, R: int, V: int, s: DataType, d: DataType, Rv: int, Vv: int,
                nt: bool, rows_contiguous: bool, vbytes: int, src_dense: bool = False,
-               post: tuple = (), cols: tuple | None = None) -> None:
+               post: tuple = (), cols: tuple | None = None, src_rows: tuple | None = None) -> None:
     """Emit the whole tile at the builder's position (pointers are to storage elements).
+
+    ``src_rows``: source row r starts at ``soff + src_rows[r]`` (``sstride`` unused).
 
     ``cols``: (table pointer, offset): destination row c starts at ``doff + table[offset + c]``
     instead of ``doff + c*dstride`` (see :func:`tile_cols`).
@@ -467,7 +469,7 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
     Rp, P = _pow2ceil(R), _pow2ceil(V)
     sty = _cv.storage_ir_type(s)
     i64 = soff.type
-    if src_dense and Vv == V and Rv > 0 and V * ssz < vbytes and V & (V - 1):
+    if src_dense and src_rows is None and Vv == V and Rv > 0 and V * ssz < vbytes and V & (V - 1):
         # odd rows shorter than a register: several rows per load, gathered without a
         # network (16x3 f32: 27 vector instructions instead of 52). Power-of-two rows fill
         # the network's lanes exactly and it is cheaper than gathering each column from
@@ -487,7 +489,10 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
         if r >= Rv or Vv == 0:
             rows.append(_V(zero_row, ids))
             continue
-        off = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))
+        if src_rows is not None:
+            off = builder.add(soff, ir.Constant(i64, src_rows[r]))
+        else:
+            off = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))
         p = builder.gep(sptr, [off], inbounds=True)
         if Vv < P and Vv & (Vv - 1) and _masked_native(ssz, P * ssz):
             val = _masked_load(builder, p, ir.VectorType(sty, P), Vv, ssz)  # zeros above Vv
@@ -721,10 +726,11 @@ def _expect_array(ty, dt: DataType, what: str, who: str = "tile"):
 
 @functools.cache
 def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: bool,
-               rows_contiguous: bool, vbytes: int, src_dense: bool = False, post: tuple = ()):
+               rows_contiguous: bool, vbytes: int, src_dense: bool = False, post: tuple = (),
+               src_rows: tuple | None = None):
     s, d = as_dtype(sname), as_dtype(dname)
     params = dict(R=R, V=V, s=s, d=d, Rv=Rv, Vv=Vv, nt=nt, rows_contiguous=rows_contiguous,
-                  vbytes=vbytes, src_dense=src_dense, post=post)
+                  vbytes=vbytes, src_dense=src_dense, post=post, src_rows=src_rows)
 
     def impl(typingctx, src, soff, sstride, dst, doff, dstride):
         _expect_array(src, s, "src")
@@ -749,6 +755,7 @@ def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: boo
             + (f"_rv{Rv}" if Rv != R else "") + (f"_vv{Vv}" if Vv != V else "")
             + ("_nt" if nt else "") + ("_rc" if rows_contiguous else "") + ("_sd" if src_dense else "")
             + "".join(f"_{op}{a!r}".replace(".", "p").replace("-", "m") for op, a in post)
+            + (f"_sr{_short_hash(src_rows)}" if src_rows is not None else "")
             + f"_w{vbytes}")
     impl.__name__ = impl.__qualname__ = name
     impl.__module__ = __name__
@@ -758,7 +765,7 @@ def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: boo
 
 def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | None = None,
          nt: bool = False, rows_contiguous: bool = False, vbytes: int = HOST_VECTOR_BYTES,
-         src_dense: bool = False, post: tuple = ()):
+         src_dense: bool = False, post: tuple = (), src_rows: tuple | None = None):
     """A (memoized) Numba intrinsic ``t(src, soff, sstride, dst, doff, dstride)`` moving one
     R x V block; see the module docstring for the exact semantics and the NT preconditions.
 
@@ -770,6 +777,9 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
     shorter than a vector and not a power of two).
     ``post``: eltwise ops applied in registers to every stored f32 value, in order;
     ``("relu", alpha)`` with a finite alpha >= 0 (the zero lanes of a partial tile stay +0).
+    ``src_rows``: R element offsets; source row r starts at ``soff + src_rows[r]`` and
+    ``sstride`` is ignored (rows from two index digits: oihw -> OIhw4i16o4i reads a
+    destination line's 4 o x 4 i values from rows 4608 and 9 elements apart).
     """
     s, d = as_dtype(src_dt), as_dtype(dst_dt)
     R, V = int(R), int(V)
@@ -794,8 +804,18 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
         if op != "relu" or not 0.0 <= a < float("inf") or str.__str__(d) != "f32":
             raise ValueError(f"tile: post op {(op, a)} unsupported (relu with a finite alpha >= 0, "
                              f"f32 destination)")
+    if src_rows is not None:
+        src_rows = tuple(int(x) for x in src_rows)
+        if len(src_rows) != R:
+            raise ValueError(f"tile: src_rows has {len(src_rows)} offsets, R={R}")
     return _make_tile(R, V, str.__str__(s), str.__str__(d), Rv, Vv, nt, rows_contiguous,
-                      int(vbytes), bool(src_dense), post)
+                      int(vbytes), bool(src_dense), post, src_rows)
+
+
+def _short_hash(values: tuple) -> str:
+    import hashlib
+
+    return hashlib.sha1(repr(values).encode()).hexdigest()[:10]
 
 
 @functools.cache

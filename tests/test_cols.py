@@ -1,4 +1,4 @@
-"""Transposes whose source rows stay contiguous over two destination digits (``TileSpec.c``).
+"""Transposes over two digits: source runs (``TileSpec.c``), destination lines (``TileSpec.a2``).
 
 oihw -> OIhw16i16o reads, per output channel o, a run of 16 x 9 elements over
 (i, hw): the planner tiles that run in whole vectors and places each column
@@ -7,6 +7,11 @@ numpy index arithmetic (dtype pairs, partial tiles, non-temporal stores), the
 planner's choice and its explanation, and whole kernels against the reference
 reorder for weights layouts with padding, conversions, fused relu, forced
 non-temporal stores, 1 and 2 threads, and guard bytes around the destination.
+
+oihw -> OIhw4i16o4i has the opposite problem: the destination's unit-stride
+digit (4 i) is shorter than a line. The planner then takes a line's worth of
+rows from two digits (4 o x 4 i), each row read from its own source offset
+(``simd.tile(src_rows=...)``), so that every column is stored as one line.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import layoutjit as lj
 import layoutjit.plan as plan_mod
 import reference as ref
 from layoutjit.dtypes import as_dtype
-from layoutjit.simd import sfence, tile_cols
+from layoutjit.simd import sfence, tile, tile_cols
 from test_convert import ref_direct
 
 M = lj.MemoryDesc
@@ -165,3 +170,46 @@ def test_cols_with_fused_relu():
     k(x, y)
     expect = ref.reorder(np.maximum(x, 0).astype(np.float32), k.src_md, k.dst_md, np.zeros_like(y))
     np.testing.assert_array_equal(y, expect)
+
+
+LINE_CASES = [  # dims, src tag, dst tag, dst dtype, a2 expected
+    ((32, 64, 3, 3), "oihw", "OIhw4i16o4i", "f32", True),
+    ((32, 32, 3, 3), "oihw", "OIhw4i16o4i", "s8", True),     # 64 rows (16 o x 4 i) per line
+    ((16, 32, 5, 5), "oihw", "OIhw4i16o4i", "bf16", True),
+    ((2, 16, 16, 3, 3), "goihw", "gOIhw4i16o4i", "f32", True),
+    ((16, 16, 3, 3), "oihw", "OIhw2i8o4i", "f32", True),
+    ((17, 32, 3, 3), "oihw", "OIhw4i16o4i", "f32", False),   # padded o: tiles of 4 rows
+    ((32, 20, 3, 3), "oihw", "OIhw4i16o4i", "f32", False),   # padded i
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,ddt,a2", LINE_CASES)
+def test_line_rows_kernels_are_exact(nt_and_parallel_always, dims, stag, dtag, ddt, a2):
+    k = lj.compile_reorder(M(dims, "f32", stag), M(dims, ddt, dtag))
+    t = k.plan.tile
+    assert (t.a2 is not None) == a2, k.plan.describe()
+    if a2:
+        assert "src_rows=" in k.source and "source offsets" in k.plan.describe()
+        assert t.R * as_dtype(ddt).size == 64 and k.plan.nt  # every column one whole line
+    _run_checked(k, offsets=(0, as_dtype(ddt).size))
+
+
+def test_src_rows_tile_matches_numpy():
+    rng = np.random.default_rng(11)
+    rows = (0, 9, 18, 27, 100, 109, 118, 127)
+    t = tile(8, 9, "f32", "bf16", src_rows=rows)
+    src = ref.random_raw(200, "f32", rng)
+    dst = np.zeros(9 * 8 + 5, np.uint16)
+
+    @numba.njit
+    def run(s, d):
+        t(s, 3, 0, d, 5, 8)
+
+    run(src, dst)
+    exp = np.zeros_like(dst)
+    for c in range(9):
+        for r in range(8):
+            exp[5 + c * 8 + r] = ref_direct("f32", "bf16", src[3 + rows[r] + c:4 + rows[r] + c])[0]
+    np.testing.assert_array_equal(dst, exp)
+    with pytest.raises(ValueError, match="src_rows"):
+        tile(8, 9, "f32", "f32", src_rows=(0, 1))
