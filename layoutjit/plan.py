@@ -12,9 +12,20 @@ Passes, in order (each is a function from IR to IR you can call and print):
    R x V register tile (``simd.tile``) with R from the block/vector size, V from
    the vector width, M micro tiles per macro tile so that ~32 source rows are read
    side by side; tails and zero padding become smaller or zero-filled tiles.
+   Two digits can stand in for one: a short B whose source run continues into a
+   node C gives columns over B x C placed by a table (``TileSpec.c``, oihw ->
+   OIhw16i16o); a short A whose destination line continues into a node A2 gives
+   a line of rows over A2 x A, each read from its own offset (``TileSpec.a2``,
+   oihw -> OIhw4i16o4i). Runs contiguous on both sides are packed into lines
+   (kind "lines"), one long run is streamed (kind "stream").
 5. ``choose_parallel`` -- the outermost loops (the tile's macro loop included)
    are flattened into one job range split between threads; small problems run
    serially in one call.
+6. Stores: non-temporal above a size threshold per micro-kernel kind
+   (``nt_min_bytes``), for packed runs only when one thread runs every job below
+   the LLC size (``Plan.nt_split``); transposes with plain stores into rows 1 KB
+   or more apart read 256 rows per macro tile (``_wide_groups``); misaligned
+   destination rows are realigned onto whole lines (``Plan.shifted``).
 
 Zero padding is never a guard in the main loop: codegen splits the loop over a
 padded dim's heaviest digit into a full range, one partial step and a zero
