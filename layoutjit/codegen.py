@@ -1015,6 +1015,8 @@ class KernelWriter:
 
         vA, wrA = valid_of(A)
         vB, wrB = valid_of(B)
+        # values computed in registers: plain conversions, and f32 relu on one run per call
+        in_regs = self._runs_in_regs()
         # columns grouped in runs of identical (column validity, run lengths of each row)
         cols = []
         for c in range(wrB):
@@ -1041,7 +1043,7 @@ class KernelWriter:
             nuni += 1
 
         def emit_group(dep: int, gr: list, base: str, uniform: bool) -> None:
-            if self.ep.direct and len(gr) > 1 and A.extent > B.extent:
+            if in_regs and len(gr) > 1 and A.extent > B.extent:
                 # the shorter node innermost: each row's few runs in turn (nhwc -> nChw16c:
                 # a pixel's 7 blocks, read in order, one line to each plane; C=100: 1.5-2.3x
                 # copy -> 1.5-1.7x; C=256 with NT: 0.98 -> 0.94). With the rows the shorter
@@ -1064,7 +1066,7 @@ class KernelWriter:
                 rows_all = [r for a0, R in gr for r in range(a0, a0 + R)]
                 lens_all = [run_range(r, c_first) if (c_valid and r < vA) else (0, run_range(r, c_first)[1])
                             for r in rows_all]
-                if (not self.ep.direct and all(v == w == L.extent for v, w in lens_all)
+                if (not in_regs and all(v == w == L.extent for v, w in lens_all)
                         and all(k in self.scalar_ops for k in range(2, len(self.ops)))
                         and len(rows_all) * L.extent * max(dsz, self.ops[1].dtype.size) <= 4096):
                     # an epilogue over whole runs: gather the group's runs into a buffer, one
@@ -1109,6 +1111,13 @@ class KernelWriter:
         for gi in range(nuni, len(groups)):
             emit_group(depth, groups[gi], str(groups[gi][0][0]), False)
 
+    def _runs_in_regs(self) -> bool:
+        """Whether a lines kernel computes its values in the micro-kernels' registers: plain
+        conversions, and register post-ops (f32 relu) when each call moves one run (a
+        ``tile(1, run)``; packing several runs into a line has no post-ops)."""
+        t = self.plan.tile
+        return self.ep.direct or bool(self.ep.vector_ops and t is not None and t.R == 1)
+
     def _runs_block(self, depth: int, so: str, do: str, sA: int, L: Node, n: int, nt: bool,
                     dsz: int) -> None:
         """n consecutive full runs (contiguous in dst) through an epilogue with scalar operands."""
@@ -1143,7 +1152,7 @@ class KernelWriter:
         R = len(lens)
         if all(w == 0 for _, w in lens):
             return
-        if not self.ep.direct:
+        if not self._runs_in_regs():
             # an epilogue: a vectorized loop along each run into a buffer, then the runs are
             # stored by the same micro-kernel as a plain reorder (NT when it would be)
             ddt = str(self.ops[0].dtype)
@@ -1181,7 +1190,8 @@ class KernelWriter:
             if wr == 0:
                 continue
             use_nt = nt and R == 1 and wr == L.extent and (wr * dsz) % 64 == 0
-            fn = self._micro(("tile", 1, wr, 1 if v else 0, max(v, 1), use_nt, True))
+            fn = self._micro(("tile", 1, wr, 1 if v else 0, max(v, 1), use_nt, True),
+                             post=self.ep.vector_ops if v else ())
             s_r = so if r == 0 else f"{so} + {r * sA}"
             d_r = do if r == 0 else f"{do} + {r * L.extent}"
             self.w.put(depth, f"{fn}(src, {s_r}, 0, dst, {d_r}, 1)")
