@@ -763,6 +763,27 @@ def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: boo
     return intrinsic(impl)
 
 
+def _tile_args(who: str, R: int, V: int, Rv: int | None, Vv: int | None, vbytes: int,
+               post: tuple, d: DataType) -> tuple[int, int, int, int, tuple]:
+    """The checks :func:`tile` and :func:`tile_cols` share: (R, V, Rv, Vv, post) normalized."""
+    R, V = int(R), int(V)
+    if not (1 <= R <= MAX_TILE and 1 <= V <= MAX_TILE):
+        raise ValueError(f"{who}: R={R}, V={V}: both must be in 1..{MAX_TILE}")
+    Rv = R if Rv is None else int(Rv)
+    Vv = V if Vv is None else int(Vv)
+    if not (0 <= Rv <= R and 0 <= Vv <= V):
+        raise ValueError(f"{who}: need 0 <= Rv <= R and 0 <= Vv <= V (R={R}, V={V}, Rv={Rv}, "
+                         f"Vv={Vv})")
+    if vbytes not in (16, 32, 64):
+        raise ValueError(f"{who}: vbytes={vbytes} must be 16, 32 or 64")
+    post = tuple((str(op), float(a)) for op, a in post)
+    for op, a in post:
+        if op != "relu" or not 0.0 <= a < float("inf") or str.__str__(d) != "f32":
+            raise ValueError(f"{who}: post op {(op, a)} unsupported (relu with a finite alpha >= 0, "
+                             f"f32 destination)")
+    return R, V, Rv, Vv, post
+
+
 def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | None = None,
          nt: bool = False, rows_contiguous: bool = False, vbytes: int = HOST_VECTOR_BYTES,
          src_dense: bool = False, post: tuple = (), src_rows: tuple | None = None):
@@ -782,16 +803,7 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
     destination line's 4 o x 4 i values from rows 4608 and 9 elements apart).
     """
     s, d = as_dtype(src_dt), as_dtype(dst_dt)
-    R, V = int(R), int(V)
-    if not (1 <= R <= MAX_TILE and 1 <= V <= MAX_TILE):
-        raise ValueError(f"tile: R={R}, V={V}: both must be in 1..{MAX_TILE}")
-    Rv = R if Rv is None else int(Rv)
-    Vv = V if Vv is None else int(Vv)
-    if not (0 <= Rv <= R and 0 <= Vv <= V):
-        raise ValueError(f"tile: need 0 <= Rv <= R and 0 <= Vv <= V (R={R}, V={V}, Rv={Rv}, "
-                         f"Vv={Vv})")
-    if vbytes not in (16, 32, 64):
-        raise ValueError(f"tile: vbytes={vbytes} must be 16, 32 or 64")
+    R, V, Rv, Vv, post = _tile_args("tile", R, V, Rv, Vv, vbytes, post, d)
     nt, rows_contiguous = bool(nt), bool(rows_contiguous)
     if nt:
         span = R * V * d.size if rows_contiguous else R * d.size
@@ -799,11 +811,6 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
             what = "R*V*dst_size" if rows_contiguous else "R*dst_size"
             raise ValueError(f"tile: non-temporal stores need {what} ({span} bytes) to be a "
                              f"multiple of 64")
-    post = tuple((str(op), float(a)) for op, a in post)
-    for op, a in post:
-        if op != "relu" or not 0.0 <= a < float("inf") or str.__str__(d) != "f32":
-            raise ValueError(f"tile: post op {(op, a)} unsupported (relu with a finite alpha >= 0, "
-                             f"f32 destination)")
     if src_rows is not None:
         src_rows = tuple(int(x) for x in src_rows)
         if len(src_rows) != R:
@@ -872,24 +879,10 @@ def tile_cols(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int 
     ``doff + table[toff + c]`` is 64-byte aligned and ``R*dst_size`` is a multiple of 64.
     """
     s, d = as_dtype(src_dt), as_dtype(dst_dt)
-    R, V = int(R), int(V)
-    if not (1 <= R <= MAX_TILE and 1 <= V <= MAX_TILE):
-        raise ValueError(f"tile_cols: R={R}, V={V}: both must be in 1..{MAX_TILE}")
-    Rv = R if Rv is None else int(Rv)
-    Vv = V if Vv is None else int(Vv)
-    if not (0 <= Rv <= R and 0 <= Vv <= V):
-        raise ValueError(f"tile_cols: need 0 <= Rv <= R and 0 <= Vv <= V (R={R}, V={V}, Rv={Rv}, "
-                         f"Vv={Vv})")
-    if vbytes not in (16, 32, 64):
-        raise ValueError(f"tile_cols: vbytes={vbytes} must be 16, 32 or 64")
+    R, V, Rv, Vv, post = _tile_args("tile_cols", R, V, Rv, Vv, vbytes, post, d)
     if nt and (R * d.size) % 64:
         raise ValueError(f"tile_cols: non-temporal stores need R*dst_size ({R * d.size} bytes) to "
                          f"be a multiple of 64")
-    post = tuple((str(op), float(a)) for op, a in post)
-    for op, a in post:
-        if op != "relu" or not 0.0 <= a < float("inf") or str.__str__(d) != "f32":
-            raise ValueError(f"tile_cols: post op {(op, a)} unsupported (relu with a finite "
-                             f"alpha >= 0, f32 destination)")
     return _make_tile_cols(R, V, str.__str__(s), str.__str__(d), Rv, Vv, bool(nt), int(vbytes), post)
 
 

@@ -15,6 +15,7 @@ generated code); checked on tails, padding and conversions.
 from __future__ import annotations
 
 import numba
+import numpy as np
 import pytest
 
 import layoutjit as lj
@@ -85,3 +86,18 @@ def test_wide_groups_are_exact(dims, stag, dtag, ddt):
     if wide and a.extent > 4 * t.R:
         assert "for a" in k.source  # the group's tiles are a loop, not unrolled
     assert ref.kernel_matches_reference(k, seed=len(dims))
+
+
+def test_wide_groups_through_an_epilogue():
+    """Wide macro tiles also carry the buffered epilogue path (scales, a negative-slope relu)."""
+    dims = (2, 300, 5, 7)
+    s, d = M(dims, "f32", "nchw"), M(dims, "f32", "nhwc")
+    k = lj.compile_reorder(s, d, scales={"src": 0}, post_ops=[("eltwise", "relu", -0.5, 0.0)])
+    t = k.plan.tile
+    assert t.M * t.R >= plan_mod.WIDE_GROUP_ROWS and "post=" not in k.source, k.plan.describe()
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(s.get_size() // 4).astype(np.float32)
+    y = k(x, scales={"src": np.array([0.5], np.float32)})
+    base = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32)) * np.float32(0.5)
+    want = np.where(base > 0, base, base * np.float32(-0.5)).astype(np.float32)
+    np.testing.assert_array_equal(y, want)
