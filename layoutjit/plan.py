@@ -21,9 +21,11 @@ Passes, in order (each is a function from IR to IR you can call and print):
 5. ``choose_parallel`` -- the outermost loops (the tile's macro loop included)
    are flattened into one job range split between threads; small problems run
    serially in one call.
-6. Stores: non-temporal above a size threshold per micro-kernel kind
-   (``nt_min_bytes``), for packed runs only when one thread runs every job below
-   the LLC size (``Plan.nt_split``); transposes with plain stores into rows 1 KB
+6. Stores: non-temporal above half the LLC when one thread runs every job
+   (``nt_min_bytes``), and above a threshold per micro-kernel kind when the jobs
+   are split between threads (``nt_split_min_bytes``: 3/4 of the LLC for register
+   transposes, the LLC for packed runs; the kernel reads its job range,
+   ``Plan.nt_split``); transposes with plain stores into rows 1 KB
    or more apart read 256 rows per macro tile (``_wide_groups``); misaligned
    destination rows are realigned onto whole lines (``Plan.shifted``).
 
@@ -72,30 +74,32 @@ NT_MIN_BYTES = int(os.environ.get("LAYOUTJIT_NT_MIN_BYTES", llc_bytes() // 2))
 
 
 def nt_min_bytes(tile: TileSpec) -> int:
-    """The NT threshold for a micro-kernel kind.
+    """The NT threshold when one thread runs every job (the base threshold, every kind).
 
-    Register-tile transposes store whole lines from registers, so plain stores cost
-    them little while the output fits: they switch at 1.5x the base threshold
-    (3/4 of the LLC). Measured on Zen 5 at 2 threads, 19 MB of traffic
-    (OIhw16i16o -> OIhw4i16o4i, oihw -> OIhw16i16o): plain stores 1.0-1.4x copy,
-    NT stores 1.9-2.3x; at 1 thread within 10% either way. Runs packed into
-    lines (kind "lines") keep the base threshold: with plain stores they took
-    2x the time at 1 thread (nhwc -> nChw16c, C=100, 21 MB).
+    Measured at 1 thread, 12-19 MB of traffic: NT stores beat plain ones for register
+    transposes too (oihw -> OIhw16i16o 1.47x copy -> 1.29x, oihw -> OIhw4i16o4i 1.90x ->
+    1.34x, f32 -> s8 6.0x -> 3.7x) and for runs packed into lines (nhwc -> nChw16c,
+    C=100, 21 MB: plain 1.95x, NT 1.14x).
     """
-    return NT_MIN_BYTES * 3 // 2 if tile.kind == "transpose" else NT_MIN_BYTES
+    return NT_MIN_BYTES
 
 
 def nt_split_min_bytes(tile: TileSpec) -> int:
     """The NT threshold when the jobs run on several threads (at least ``nt_min_bytes``).
 
-    Runs packed into lines (kind "lines") write each destination block as one
-    sequential stream, whose ownership reads several threads hide well: below the
-    LLC size plain stores beat NT stores there (nhwc -> nChw16c, C=100, 21 MB at 2
-    threads: 1.28x copy plain, 1.85x NT; at 1 thread 1.95x plain, 1.14x NT). Other
-    kinds keep one threshold (transposes at 34 MB, 2 threads: NT 0.9x, plain 2.4x).
+    With two threads, plain stores keep an output that fits in cache for longer:
+    register transposes switch at 3/4 of the LLC (19 MB at 2 threads: plain 1.0-1.4x
+    copy, NT 1.2-2.3x; 34 MB: NT 0.9x, plain 2.4x), runs packed into lines, whose
+    blocks are written as sequential streams, at the LLC size (nhwc -> nChw16c, C=100,
+    21 MB at 2 threads: plain 1.28x copy, NT 1.85x). Streams keep the base threshold.
     """
-    base = nt_min_bytes(tile)
-    return max(base, llc_bytes()) if tile.kind == "lines" else base
+    if tile.kind == "lines":
+        return max(NT_MIN_BYTES, llc_bytes())
+    if tile.kind == "transpose":
+        return NT_MIN_BYTES * 3 // 2
+    return NT_MIN_BYTES
+
+
 # Read ~this many source rows side by side in a transpose (the L2 streamer's sweet spot).
 READ_STREAMS = int(os.environ.get("LAYOUTJIT_READ_STREAMS", 32))
 READ_STREAMS_BLOCKED = int(os.environ.get("LAYOUTJIT_READ_STREAMS_BLOCKED", 16))
@@ -613,8 +617,13 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     total = ir.total
     moved = total * (dst.dtype.size + ir.operands[1].dtype.size)
     parallel, jobs, chunk = choose_parallel(ir, tile, moved)
-    nt = tile is not None and moved >= nt_min_bytes(tile) and _nt_possible(ir, tile)
-    if (allow_shift and tile is not None and not nt and moved >= nt_min_bytes(tile)
+    nt = False
+    if tile is not None and _nt_possible(ir, tile):
+        # one store rule for transposes that take wide macro tiles when their stores are
+        # plain, and for local permutations (both sides contiguous per tile: streaming)
+        one_rule = _wide_groups(ir, tile) or _block_local(ir, tile)
+        nt = moved >= (nt_split_min_bytes(tile) if one_rule else nt_min_bytes(tile))
+    if (allow_shift and tile is not None and not nt and moved >= nt_split_min_bytes(tile)
             and _shift_possible(ir, tile)):
         assert tile.b is not None
         outer = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
@@ -658,6 +667,17 @@ def _wide_groups(ir: LoopIR, tile: TileSpec) -> bool:
         return False
     b = ir.nodes[tile.b]
     return (b.strides[0] or 0) * ir.operands[0].dtype.size >= WIDE_GROUP_STRIDE_BYTES
+
+
+def _block_local(ir: LoopIR, tile: TileSpec) -> bool:
+    """A transpose whose tiles read one contiguous source run and write one contiguous
+    block (OIhw16i16o -> OIhw4i16o4i): it streams on both sides like a copy, and plain
+    stores stay as fast as NT ones up to the split threshold (1 thread, 19 MB: plain
+    0.98x copy, NT 1.08-1.30x)."""
+    if tile.kind != "transpose" or not tile.rows_contiguous or tile.b is None:
+        return False
+    b = ir.nodes[tile.b]
+    return ir.nodes[tile.a].strides[1] == b.extent == tile.V  # the tile's rows are adjacent
 
 
 def shift_group(R: int, q: int) -> int:
