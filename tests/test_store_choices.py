@@ -25,6 +25,17 @@ import reference as ref
 M = lj.MemoryDesc
 
 
+def _exact_at_1_and_2_threads(k) -> None:
+    """The serial (NT) and the split (plain) paths both match the reference."""
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, 2):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            assert ref.kernel_matches_reference(k, seed=threads)
+    finally:
+        numba.set_num_threads(before)
+
+
 @pytest.fixture
 def band(monkeypatch):
     """Every size is above the NT threshold and below the split threshold."""
@@ -40,13 +51,7 @@ def test_lines_kind_splits_its_store_choice(band):
     assert p.tile.kind == "lines" and p.nt and not p.nt_split and p.jobs > 1, p.describe()
     assert f"hi - lo == {p.jobs}" in k.source
     assert "when one thread runs every job" in p.describe()
-    before = numba.get_num_threads()
-    try:
-        for threads in (1, 2):
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            assert ref.kernel_matches_reference(k, seed=threads)
-    finally:
-        numba.set_num_threads(before)
+    _exact_at_1_and_2_threads(k)
 
 
 def test_transposes_split_between_their_two_thresholds(monkeypatch):
@@ -59,13 +64,7 @@ def test_transposes_split_between_their_two_thresholds(monkeypatch):
     p = k.plan
     assert p.tile.kind == "transpose" and p.nt and not p.nt_split, p.describe()
     assert f"hi - lo == {p.jobs}" in k.source
-    before = numba.get_num_threads()
-    try:
-        for threads in (1, 2):
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            assert ref.kernel_matches_reference(k, seed=threads)
-    finally:
-        numba.set_num_threads(before)
+    _exact_at_1_and_2_threads(k)
     wdims = (32, 32, 3, 3)  # OIhw16i16o -> OIhw4i16o4i: 73728 B moved
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 60000)
     k2 = lj.compile_reorder(M(wdims, "f32", "OIhw16i16o"), M(wdims, "f32", "OIhw4i16o4i"))
