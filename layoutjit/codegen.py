@@ -176,7 +176,9 @@ class KernelWriter:
         self.uses_nt = False
         self.chunk_var: str | None = None
         self.buffer_elems = 0  # size of the per-call transpose buffer for epilogues
-        self.src_rows: tuple[int, ...] | None = None  # rows of an a2 transpose (plan.src_rows)
+        t = plan.tile
+        # rows of a transpose over two destination digits (``TileSpec.a2``)
+        self.src_rows = src_rows(self.ir, t) if t is not None and t.a2 is not None else None
 
     # ---------------------------------------------------------------- helpers
     def _digit_orders(self) -> dict[int, list[int]]:
@@ -748,7 +750,6 @@ class KernelWriter:
         B = self.ir.nodes[t.b]
         if t.a2 is not None:  # rows A2lo x A: one line, each row at its own source offset
             A = Node(t.R, None, 1, (1, 0))
-            self.src_rows = src_rows(self.ir, t)
         vA, wrA = self._range_of(A, state)
         vB, wrB = self._range_of(B, state)
         if zero:

@@ -190,3 +190,38 @@ def kernel_matches_reference(k, seed: int = 0) -> bool:
     exp = reorder(src, s, d, dst)
     k(src, dst)
     return bool(np.array_equal(dst.view(np.uint8), exp.view(np.uint8)))
+
+
+def at_thread_counts(counts=(1, 2)):
+    """Yield each of ``counts`` with Numba's thread count set to it (capped at the pool's
+    size); the previous count is restored when the loop ends or fails."""
+    import numba
+
+    before = numba.get_num_threads()
+    try:
+        for t in counts:
+            numba.set_num_threads(min(t, numba.config.NUMBA_NUM_THREADS))
+            yield t
+    finally:
+        numba.set_num_threads(before)
+
+
+GUARD = 64
+
+
+def check_guarded_runs(k, x: np.ndarray, expect: np.ndarray, offsets, counts=(1, 2),
+                       note: str = "") -> None:
+    """Run kernel ``k`` on ``x`` into destinations at each byte offset past a 64-byte line,
+    surrounded by guard bytes, at each thread count: the destination bytes must equal
+    ``expect`` (uint8) and no guard byte may change. A destination misaligned for its type
+    is passed as bytes."""
+    d = k.dst_md
+    n = expect.size
+    for threads in at_thread_counts(counts):
+        for off in offsets:
+            raw = np.full(n + 2 * GUARD + 64, 0xA5, np.uint8)
+            a0 = (-raw.ctypes.data) % 64 + GUARD + off
+            y8 = raw[a0:a0 + n]
+            k(x, y8.view(d.dtype.storage) if off % d.dtype.size == 0 else y8)
+            np.testing.assert_array_equal(y8, expect, err_msg=f"{note}offset {off}, {threads} threads")
+            assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import weakref
 
-import numba
 import numpy as np
 import pytest
 
@@ -45,15 +44,10 @@ def test_bound_equals_a_checked_call(rng, dims, stag, dtag, sdt, ddt):
     assert isinstance(b, BoundKernel) and b.kernel is k and b.src is x and b.dst is y
     if s.get_size() > 1 << 20:
         assert not k.plan.serial  # the parallel launcher is the one bound
-    before = numba.get_num_threads()
-    try:
-        for threads in (1, 2):
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            y[:] = 7
-            assert b() is None
-            np.testing.assert_array_equal(y, ref.reorder(x, s, d, np.full_like(y, 7)))
-    finally:
-        numba.set_num_threads(before)
+    for _ in ref.at_thread_counts((1, 2)):
+        y[:] = 7
+        assert b() is None
+        np.testing.assert_array_equal(y, ref.reorder(x, s, d, np.full_like(y, 7)))
     x2 = _src(s, rng)  # new values in the same buffer
     x[:] = x2
     b()

@@ -28,7 +28,6 @@ from layoutjit.simd import sfence, tile, tile_cols
 from test_convert import ref_direct
 
 M = lj.MemoryDesc
-GUARD = 64
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
@@ -117,20 +116,7 @@ def _run_checked(k, threads_list=(1, 2), offsets=(0,)):
     x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
     n = d.get_size()
     expect = ref.reorder(x, s, d, np.zeros(n // d.dtype.size, d.dtype.storage)).view(np.uint8)
-    before = numba.get_num_threads()
-    try:
-        for threads in threads_list:
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            for off in offsets:
-                raw = np.full(n + 2 * GUARD + 64, 0xA5, np.uint8)
-                a0 = (-raw.ctypes.data) % 64 + GUARD + off
-                y = raw[a0:a0 + n].view(d.dtype.storage)
-                k(x, y)
-                np.testing.assert_array_equal(raw[a0:a0 + n], expect,
-                                              err_msg=f"{k.plan.describe()}\noffset {off}, {threads} threads")
-                assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()
-    finally:
-        numba.set_num_threads(before)
+    ref.check_guarded_runs(k, x, expect, offsets, threads_list, note=k.plan.describe() + "\n")
 
 
 @pytest.fixture

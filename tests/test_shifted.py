@@ -11,7 +11,6 @@ threads, with guard bytes around the destination.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import pytest
 
@@ -20,7 +19,6 @@ import layoutjit.plan as plan_mod
 import reference as ref
 
 M = lj.MemoryDesc
-GUARD = 64
 
 
 @pytest.fixture(scope="module")
@@ -50,20 +48,7 @@ def test_shifted_transpose_is_exact(shifted_nt, dims, stag, dtag, sdt, ddt):
     x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
     n = d.get_size()
     expect = ref.reorder(x, s, d, np.zeros(n // d.dtype.size, d.dtype.storage)).view(np.uint8)
-    before = numba.get_num_threads()
-    try:
-        for threads in (1, 2):
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            for off in sorted({0, d.dtype.size, 16, 40, 1}):
-                raw = np.full(n + 2 * GUARD + 64, 0xA5, np.uint8)
-                a0 = (-raw.ctypes.data) % 64 + GUARD + off
-                y8 = raw[a0:a0 + n]
-                y = y8.view(d.dtype.storage) if off % d.dtype.size == 0 else y8
-                k(x, y)
-                np.testing.assert_array_equal(y8, expect, err_msg=f"offset {off}, {threads} threads")
-                assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()
-    finally:
-        numba.set_num_threads(before)
+    ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 16, 40, 1}))
 
 
 def test_shifted_plan_is_explained(shifted_nt):

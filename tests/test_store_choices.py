@@ -14,7 +14,6 @@ generated code); checked on tails, padding and conversions.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import pytest
 
@@ -27,13 +26,8 @@ M = lj.MemoryDesc
 
 def _exact_at_1_and_2_threads(k) -> None:
     """The serial (NT) and the split (plain) paths both match the reference."""
-    before = numba.get_num_threads()
-    try:
-        for threads in (1, 2):
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            assert ref.kernel_matches_reference(k, seed=threads)
-    finally:
-        numba.set_num_threads(before)
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads)
 
 
 @pytest.fixture
