@@ -189,12 +189,16 @@ def _mangle(ty: ir.Type) -> str:
     raise TypeError(f"cannot mangle {ty}")
 
 
+def _call(builder: ir.IRBuilder, name: str, ret: ir.Type, *args: ir.Value) -> ir.Value:
+    """Call function ``name`` (declared on first use) returning ``ret``."""
+    fnty = ir.FunctionType(ret, [a.type for a in args])
+    return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), list(args))
+
+
 def _llvm_intrinsic(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     """Call the overloaded LLVM intrinsic ``llvm.<name>.<type of args[0]>``."""
     ty = args[0].type
-    fnty = ir.FunctionType(ty, [a.type for a in args])
-    fn = cgutils.get_or_insert_function(builder.module, fnty, f"llvm.{name}.{_mangle(ty)}")
-    return builder.call(fn, list(args))
+    return _call(builder, f"llvm.{name}.{_mangle(ty)}", ty, *args)
 
 
 def _check(v: ir.Value, dt: DataType) -> None:
@@ -294,6 +298,97 @@ def _f32_to_bf16(builder: ir.IRBuilder, v: ir.Value) -> ir.Value:
     return builder.trunc(r, _like(_I16, v.type))
 
 
+# ---------------------------------------------------------------------------------------------
+# x86 conversion instructions for vectors (same bits as the portable IR, fewer instructions)
+# ---------------------------------------------------------------------------------------------
+
+class _BFloatType(ir.Type):
+    """LLVM's ``bfloat`` (llvmlite has no class for it; only the bf16 intrinsic returns it)."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BFloatType)
+
+    def __hash__(self) -> int:
+        return hash("bfloat")
+
+
+def _x86_has(*features: str) -> bool:
+    return _is_x86() and all(f in target_features() for f in features)
+
+
+def _native_lanes(v: ir.Value, widths: dict[int, bool]) -> int:
+    """The widest available chunk width (lanes) that splits ``v`` into a power-of-two number
+    of pieces (so they pair up when joined), or 0."""
+    if not isinstance(v.type, ir.VectorType):
+        return 0
+    for lanes in sorted(widths, reverse=True):
+        pieces = v.type.count // lanes
+        if widths[lanes] and v.type.count % lanes == 0 and pieces & (pieces - 1) == 0:
+            return lanes
+    return 0
+
+
+def _map_chunks(builder: ir.IRBuilder, v: ir.Value, lanes: int, fn) -> ir.Value:
+    """``fn`` applied to each ``lanes``-wide piece of vector ``v``, the pieces joined again."""
+    n = v.type.count
+    if n == lanes:
+        return fn(v)
+    def mask(start: int, count: int) -> ir.Constant:
+        return ir.Constant(ir.VectorType(_I32, count), list(range(start, start + count)))
+
+    parts = [fn(builder.shuffle_vector(v, v, mask(k, lanes))) for k in range(0, n, lanes)]
+    while len(parts) > 1:
+        w = parts[0].type.count
+        parts = [builder.shuffle_vector(a, b, mask(0, 2 * w))
+                 for a, b in zip(parts[::2], parts[1::2])]
+    return parts[0]
+
+
+def _x86_cvt_rne(builder: ir.IRBuilder, x: ir.Value, lanes: int) -> ir.Value:
+    """``<lanes x float>`` -> ``<lanes x i32>``, round to nearest even, NaN and out-of-range
+    values give INT_MIN (x86's integer indefinite; unlike ``fptosi``, defined)."""
+    ity = ir.VectorType(_I32, lanes)
+    if lanes == 16:  # vcvtps2dq {rn-sae}: the rounding is in the instruction, not MXCSR
+        return _call(builder, "llvm.x86.avx512.mask.cvtps2dq.512", ity, x, ir.Constant(ity, None),
+                     ir.Constant(_I16, -1), ir.Constant(_I32, 8))
+    return _call(builder, "llvm.x86.avx.cvtt.ps2dq.256", ity,
+                 _llvm_intrinsic(builder, "roundeven", x))
+
+
+def _cvt_lanes(v: ir.Value) -> int:
+    return _native_lanes(v, {16: _x86_has("avx512f"), 8: _x86_has("avx")})
+
+
+def _bf16_lanes(v: ir.Value) -> int:
+    return _native_lanes(v, {16: _x86_has("avx512bf16", "avx512f"),
+                             8: _x86_has("avx512bf16", "avx512vl")})
+
+
+def _x86_f32_to_int(builder: ir.IRBuilder, name: str, v: ir.Value, lanes: int) -> ir.Value:
+    """:func:`_f32_to_int` in four instructions a vector: clamp (a NaN passes through),
+    ``cvtps2dq`` (a NaN becomes INT_MIN, whose low byte is 0), and for s32 NaN -> 0."""
+    lo, hi = _F32_SAT[name]
+    ft = v.type
+    x = builder.select(builder.fcmp_ordered("<", v, _c(ft, lo)), _c(ft, lo), v)   # maxps
+    x = builder.select(builder.fcmp_ordered(">", x, _c(ft, hi)), _c(ft, hi), x)   # minps
+    i = _map_chunks(builder, x, lanes, lambda c: _x86_cvt_rne(builder, c, lanes))
+    if name == "s32":
+        return builder.select(builder.fcmp_ordered("ord", v, v), i, _c(i.type, 0))
+    return builder.trunc(i, _like(_I8, ft))
+
+
+def _x86_f32_to_bf16(builder: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
+    """``vcvtneps2bf16``: the same bits as :func:`_f32_to_bf16` (round to nearest even, input
+    subnormals as signed zeros, NaN -> (bits >> 16) | 0x40), one instruction a vector."""
+    name = f"llvm.x86.avx512bf16.cvtneps2bf16.{32 * lanes}"
+    bty, ity = ir.VectorType(_BFloatType(), lanes), ir.VectorType(_I16, lanes)
+    return _map_chunks(builder, v, lanes,
+                       lambda c: builder.bitcast(_call(builder, name, bty, c), ity))
+
+
 def _f32_to_int(builder: ir.IRBuilder, name: str, v: ir.Value) -> ir.Value:
     lo, hi = _F32_SAT[name]
     ft = v.type
@@ -307,9 +402,15 @@ def _f32_to_int(builder: ir.IRBuilder, name: str, v: ir.Value) -> ir.Value:
     return builder.trunc(i, _like(_I8, ft))
 
 
-def vec_from_f32(builder: ir.IRBuilder, dt, v: ir.Value, *, f16_native: bool | None = None
-                 ) -> ir.Value:
-    """Emit IR turning f32 ``v`` (a scalar or ``<n x float>``) into dt storage."""
+def vec_from_f32(builder: ir.IRBuilder, dt, v: ir.Value, *, f16_native: bool | None = None,
+                 x86: bool = True) -> ir.Value:
+    """Emit IR turning f32 ``v`` (a scalar or ``<n x float>``) into dt storage.
+
+    Vectors of 8 or 16 lanes (or multiples) use x86 conversion instructions where the target
+    has them (``vcvtps2dq``, ``vcvtneps2bf16``: 2-4x fewer instructions than the portable IR,
+    which decides the speed of in-cache conversions); ``x86=False`` keeps the portable IR.
+    Both give the same bits.
+    """
     dt = _dt(dt)
     _check(v, as_dtype("f32"))
     name = str.__str__(dt)
@@ -324,8 +425,10 @@ def vec_from_f32(builder: ir.IRBuilder, dt, v: ir.Value, *, f16_native: bool | N
                                    _like(_I16, v.type))
         return _sw_f32_to_f16(builder, v)
     if name == "bf16":
-        return _f32_to_bf16(builder, v)
-    return _f32_to_int(builder, name, v)
+        lanes = _bf16_lanes(v) if x86 else 0
+        return _x86_f32_to_bf16(builder, v, lanes) if lanes else _f32_to_bf16(builder, v)
+    lanes = _cvt_lanes(v) if x86 else 0
+    return _x86_f32_to_int(builder, name, v, lanes) if lanes else _f32_to_int(builder, name, v)
 
 
 def _int_to_int(builder: ir.IRBuilder, s: str, d: str, v: ir.Value) -> ir.Value:
@@ -345,7 +448,7 @@ def _int_to_int(builder: ir.IRBuilder, s: str, d: str, v: ir.Value) -> ir.Value:
 
 
 def vec_convert(builder: ir.IRBuilder, src_dt, dst_dt, v: ir.Value, *,
-                f16_native: bool | None = None) -> ir.Value:
+                f16_native: bool | None = None, x86: bool = True) -> ir.Value:
     """Emit IR for :func:`direct` semantics on a scalar or ``<n x src storage>`` value."""
     s, d = _dt(src_dt), _dt(dst_dt)
     _check(v, s)
@@ -355,7 +458,7 @@ def vec_convert(builder: ir.IRBuilder, src_dt, dst_dt, v: ir.Value, *,
     if s.is_int and d.is_int:
         return _int_to_int(builder, sn, dn, v)
     f = vec_to_f32(builder, s, v, f16_native=f16_native)
-    return vec_from_f32(builder, d, f, f16_native=f16_native)
+    return vec_from_f32(builder, d, f, f16_native=f16_native, x86=x86)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -544,6 +544,34 @@ def _relu(builder: ir.IRBuilder, x: ir.Value, alpha: float) -> ir.Value:
     return builder.select(builder.fcmp_ordered(">", x, zero), x, builder.fmul(x, a))
 
 
+def _nt_value(builder: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """``v`` behind an empty inline-asm barrier, for a non-temporal store.
+
+    A narrowed vector stored as it is may be folded by LLVM into a temporal truncating store
+    (AVX-512 ``vpmovdb``/``vpmovdw mem``, F16C ``vcvtps2ph mem``), which drops the NT hint;
+    the barrier hands the store a plain register instead (no instruction is emitted).
+    """
+    if not _cv._is_x86() or not isinstance(v.type, ir.VectorType):
+        return v
+    elem = v.type.element
+    ebytes = (elem.width if isinstance(elem, ir.IntType) else
+              64 if isinstance(elem, ir.DoubleType) else 32) // 8
+    lanes = max(1, HOST_VECTOR_BYTES // ebytes)  # one register's worth of lanes
+    pieces = v.type.count // lanes
+    if v.type.count > lanes and (v.type.count % lanes or pieces & (pieces - 1)):
+        return v
+    constraint = "=v,0" if HOST_VECTOR_BYTES == 64 else "=x,0"
+
+    def barrier(piece: ir.Value) -> ir.Value:
+        asm = ir.InlineAsm(ir.FunctionType(piece.type, [piece.type]), "", constraint,
+                           side_effect=False)
+        return builder.call(asm, [piece])
+
+    if v.type.count <= lanes:
+        return barrier(v)
+    return _cv._map_chunks(builder, v, lanes, barrier)
+
+
 def _store_tile(builder: ir.IRBuilder, gather: _Gather, dptr: ir.Value, doff, dstride, *, R: int,
                 V: int, P: int, s: DataType, d: DataType, nt: bool, rows_contiguous: bool,
                 vbytes: int, converted: bool, post: tuple = (), cols: tuple | None = None) -> None:
@@ -572,7 +600,8 @@ def _store_tile(builder: ir.IRBuilder, gather: _Gather, dptr: ir.Value, doff, ds
             _masked_store(builder, v.val, p, n, dsz)
             return
         vty = ir.VectorType(dty, n)
-        st = builder.store(v.val, builder.bitcast(p, vty.as_pointer()), align=64 if nt else dsz)
+        val = _nt_value(builder, v.val) if nt else v.val
+        st = builder.store(val, builder.bitcast(p, vty.as_pointer()), align=64 if nt else dsz)
         if nt:
             st.set_metadata("nontemporal", md)
 
@@ -956,7 +985,8 @@ def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.
                 part = _shuffle(builder, v, None, list(range(j, j + chunk))).val
                 off = builder.add(doff, ir.Constant(i64, start + j)) if start + j else doff
                 p = builder.bitcast(builder.gep(dptr, [off], inbounds=True), vty.as_pointer())
-                st = builder.store(part, p, align=64 if j == 0 else (j * dsz) & -(j * dsz))
+                st = builder.store(_nt_value(builder, part), p,
+                                   align=64 if j == 0 else (j * dsz) & -(j * dsz))
                 st.set_metadata("nontemporal", md)
         return
     for start in range(0, N, chunk):

@@ -153,6 +153,13 @@ def summarize(cases: list[dict], threads: tuple[int, ...], peers: dict) -> dict:
     out["busy_results"] = [{"case": c["name"], "threads": r["threads"],
                             "others_cpu": r.get("load", {}).get("others_cpu")}
                            for c in cases for r in c.get("results", []) if r.get("busy")]
+    # a contender that kept more CPUs busy than its phase's thread count (0.5 of slack for
+    # clock granularity and the caller's own work between calls)
+    out["over_threads"] = [{"case": c["name"], "threads": r["threads"], "peer": n,
+                            "cpu_threads": round(v["cpu_threads"], 2)}
+                           for c in cases for r in c.get("results", [])
+                           for n, v in [("copy", r["copy"]), *r["contenders"].items()]
+                           if v.get("cpu_threads", 0) > r["threads"] + 0.5]
     out["disturbed_rounds_dropped"] = sum(r.get("rounds_disturbed", 0)
                                           for c in cases for r in c.get("results", []))
     return out
@@ -240,6 +247,12 @@ def summary_text(summary: dict, peers: dict) -> str:
     if summary.get("disturbed_rounds_dropped"):
         lines.append(f"CPU probe: {summary['disturbed_rounds_dropped']} disturbed rounds dropped; "
                      f"{len(summary['unstable_results'])} results unstable (too few clean rounds)")
+    if summary.get("over_threads"):
+        lines.append("CPU check: used more CPUs than their thread count: " + "; ".join(
+            f"{o['peer']} {o['case']} threads={o['threads']}: {o['cpu_threads']:.1f}"
+            for o in summary["over_threads"]))
+    elif "over_threads" in summary:
+        lines.append("CPU check: no contender used more CPUs than its thread count")
     if summary.get("busy_results"):
         lines.append(f"BUSY: {len(summary['busy_results'])} results were timed while other "
                      "processes used CPU (marked BUSY(cpus)); their ratios are unreliable")

@@ -59,6 +59,24 @@ def _sample(fn: Callable[[], None], k: int) -> float:
     return (pc() - t0) * 1e-9 / k
 
 
+def cpu_threads(fn: Callable[[], None], min_s: float = 0.03) -> float:
+    """CPUs ``fn`` keeps busy: process CPU time over wall time for calls lasting ``min_s``.
+
+    Checks that a contender runs on the threads it was given (a peer whose thread-count
+    setting did not take would show ~2.0 in a 1-thread phase). Spinning idle workers count
+    as busy, as they do for the machine.
+    """
+    fn()
+    c0, t0 = time.process_time(), time.perf_counter()
+    n = 0
+    while True:
+        fn()
+        n += 1
+        wall = time.perf_counter() - t0
+        if wall >= min_s:
+            return (time.process_time() - c0) / wall
+
+
 def calls_per_sample(fn: Callable[[], None], min_sample_s: float, probes: int = 3) -> int:
     """Calls per sample so that one sample lasts at least ``min_sample_s`` (fn already warm)."""
     if min_sample_s <= 0:
@@ -221,6 +239,7 @@ def paired(copy: Callable[[], None], contenders: dict[str, Callable[[], None]], 
                  "probe_s": [rd["probe_s"] for rd in rounds],
                  "probe_ref_s": (probe.ref.get(probe._numba.get_num_threads())
                                  if probe is not None else None)}
+    out["copy"]["cpu_threads"] = cpu_threads(copy)
     for n in names:
         c = [rd["x"][n][0] for rd in use]
         t = [rd["x"][n][1] for rd in use]
@@ -230,5 +249,6 @@ def paired(copy: Callable[[], None], contenders: dict[str, Callable[[], None]], 
             "ratio": mt / mc if mc > 0 else float("nan"),
             "paired_ratio": statistics.median(x / y for x, y in zip(t, c)),
             "calls_per_sample": ks[n], "times_s": t, "copy_times_s": c,
+            "cpu_threads": cpu_threads(contenders[n]),
         }
     return out

@@ -282,7 +282,8 @@ def _vec_intrinsic(s: str, d: str, n: int | None, native: bool | None):
             dp = builder.gep(da.data, [args[2]])
             sty, dty = C.storage_ir_type(s, n), C.storage_ir_type(d, n)
             v = builder.load(builder.bitcast(sp, sty.as_pointer()), align=as_dtype(s).size)
-            r = C.vec_convert(builder, s, d, v, f16_native=native)
+            kw = {"x86": False} if native == "portable" else {"f16_native": native}
+            r = C.vec_convert(builder, s, d, v, **kw)
             assert r.type == dty
             builder.store(r, builder.bitcast(dp, dty.as_pointer()), align=as_dtype(d).size)
             return context.get_dummy_value()
@@ -299,6 +300,11 @@ VEC_CASES += [(s, d, 5, None) for s, d in PAIRS if "f32" in (s, d) and s != d]  
 VEC_CASES += [(s, d, 16, False) for s, d in PAIRS if "f16" in (s, d)]
 VEC_CASES += [(s, d, None, False) for s, d in (("f16", "f32"), ("f32", "f16"), ("f16", "s8"),
                                                ("f64", "f16"))]
+# f32 -> s8/u8/s32/bf16 by x86 instructions (chunks of 8 and 16 lanes, where the target has
+# them) and by the portable IR
+_FROM_F32_HW = [("f32", d) for d in ("s8", "u8", "s32", "bf16")] + [("f16", "s8"), ("f64", "bf16")]
+VEC_CASES += [(s, d, n, None) for s, d in _FROM_F32_HW for n in (8, 48, 64)]
+VEC_CASES += [(s, d, 16, "portable") for s, d in _FROM_F32_HW]
 # the explicit vec_to_f32 / vec_from_f32 entry points
 VEC_CASES += [("f16", "f32", 8, True)] if C.has_f16c() else []
 VEC_CASES += [("f32", "f16", 8, True)] if C.has_f16c() else []

@@ -7,6 +7,9 @@ apart by its job range. The tests shrink both thresholds, check the plan, the
 generated condition and every byte at 1 and 2 threads, and that other kinds
 keep one rule.
 
+Two lines per destination row: a full transpose whose tile rows are one line (f32 -> bf16:
+32 rows) reads two tiles of rows per macro tile, so it writes two lines of each row.
+
 Wide macro tiles: transposes with plain stores into destination rows 1 KB or
 more apart read 256 source rows per macro tile (a loop of tiles in the
 generated code); checked on tails, padding and conversions.
@@ -114,3 +117,16 @@ def test_wide_groups_through_an_epilogue():
     base = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32)) * np.float32(0.5)
     want = np.where(base > 0, base, base * np.float32(-0.5)).astype(np.float32)
     np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, m", [
+    ((2, 70, 5, 9), "nchw", "nhwc", "f32", "bf16", 2),   # 32-row tiles of one line: two of them
+    ((2, 20, 5, 9), "nchw", "nhwc", "f32", "bf16", 1),   # A shorter than two tiles: one
+    ((2, 70, 5, 9), "nchw", "nhwc", "f32", "f32", 2),    # 16-row tiles: two from READ_STREAMS
+    ((2, 70, 5, 9), "nchw", "nhwc", "f32", "s8", 1),     # 32-row tiles of half a line: one
+])
+def test_macro_tiles_write_two_lines_of_a_row(dims, stag, dtag, sdt, ddt, m):
+    k = lj.compile_reorder(M(dims, sdt, stag), M(dims, ddt, dtag))
+    t = k.plan.tile
+    assert t.kind == "transpose" and t.M == m, k.plan.describe()
+    assert ref.kernel_matches_reference(k)
