@@ -104,6 +104,10 @@ def nt_split_min_bytes(tile: TileSpec) -> int:
 # Read ~this many source rows side by side in a transpose (the L2 streamer's sweet spot).
 READ_STREAMS = int(os.environ.get("LAYOUTJIT_READ_STREAMS", 32))
 READ_STREAMS_BLOCKED = int(os.environ.get("LAYOUTJIT_READ_STREAMS_BLOCKED", 16))
+# Register tiles: at most this many rows (64: one line of 1-byte elements), and a tile of more
+# than 32 rows reads at most this many source bytes (fewer columns instead).
+MAX_TILE_ROWS = int(os.environ.get("LAYOUTJIT_MAX_TILE_ROWS", 64))
+MAX_TILE_SRC_BYTES = 2048
 # A full transpose's macro tile writes at least this many whole lines of each destination row.
 MIN_ROW_LINES = 2
 # Flatten outer loops until the job count reaches this (load balance between threads).
@@ -444,8 +448,16 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     if rows_contig and a.extent <= row_elems:
         R = a.extent  # a whole block (at most one line): tiles write R*V contiguous elements
     else:
-        R = min(a.extent, row_elems, 32)
+        # Tiles of 1-byte rows take a whole line (64 rows, fewer columns) where destination
+        # rows are far apart: half lines there are plain stores, each paying an ownership
+        # read (s8 ab -> ba 2048x8192: 4.8x copy -> 1.7x at 1 thread, 3.4-7.4x -> 1.3-2.0x
+        # at 2); rows close together keep 32 (s8/u8 nchw <-> nhwc, C=256: 64 rows measured
+        # 10-40% slower).
+        far = (b.strides[0] or 0) * dsz >= WIDE_GROUP_STRIDE_BYTES
+        R = min(a.extent, row_elems, MAX_TILE_ROWS if far else 32)
         rows_contig = rows_contig and R == a.extent
+        if R > 32:
+            V = min(V, max(1, MAX_TILE_SRC_BYTES // (R * ssz)))
     # Source rows read side by side: a blocked destination (whole blocks written) prefers
     # fewer streams than a full transpose (measured on Zen 5: 16 vs 32).
     streams = READ_STREAMS_BLOCKED if rows_contig else READ_STREAMS

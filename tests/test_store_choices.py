@@ -130,3 +130,17 @@ def test_macro_tiles_write_two_lines_of_a_row(dims, stag, dtag, sdt, ddt, m):
     t = k.plan.tile
     assert t.kind == "transpose" and t.M == m, k.plan.describe()
     assert ref.kernel_matches_reference(k)
+
+
+@pytest.mark.parametrize("dims, stag, dtag, dt, R", [
+    ((1100, 70), "ab", "ba", "s8", 64),                     # rows 1100 B apart: whole lines
+    ((2, 100, 5, 9), "nchw", "nhwc", "u8", 32),             # rows 100 B apart: 32 rows
+    ((3, 1030, 3, 5), "nchw", "nhwc", "s8", 64),            # C=1030: far apart, with a tail
+])
+def test_one_byte_tiles_take_a_whole_line_into_far_rows(dims, stag, dtag, dt, R):
+    k = lj.compile_reorder(M(dims, dt, stag), M(dims, dt, dtag))
+    t = k.plan.tile
+    assert t.kind == "transpose" and t.R == R, k.plan.describe()
+    assert t.R * t.V <= plan_mod.MAX_TILE_SRC_BYTES
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads)
