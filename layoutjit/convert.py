@@ -56,6 +56,13 @@ over them vectorises.  The same IR is available to intrinsic writers as :func:`v
 :func:`vec_from_f32` and :func:`vec_convert`, which take and return llvmlite values of the
 storage types: scalars or ``ir.VectorType`` of any length.
 
+Vectors of 8 or 16 lanes (and power-of-two multiples) going from f32 to s8, u8, s32 or bf16 use
+x86 instructions where the target has them: ``vcvtps2dq`` (after the clamp, with the rounding
+in the instruction on AVX-512; a NaN becomes INT_MIN, whose low byte is the 0 the rules ask
+for) and ``vcvtneps2bf16`` (AVX512_BF16: the same rounding, subnormal and NaN handling as
+rule 3).  They give the same bits as the portable IR (``x86=False``, tested side by side) in
+2-4x fewer instructions, which decides the speed of conversions that run from cache.
+
 f16 uses the hardware conversion (``vcvtps2ph``/``vcvtph2ps``, F16C) when the code is compiled
 for a CPU that has it, else a bit-exact integer emulation: without F16C LLVM would emit a
 ``__truncsfhf2`` libcall that Numba's JIT does not resolve (it crashes).
@@ -362,7 +369,17 @@ def _cvt_lanes(v: ir.Value) -> int:
     return _native_lanes(v, {16: _x86_has("avx512f"), 8: _x86_has("avx")})
 
 
+@functools.lru_cache(maxsize=1)
+def _llvm_has_bfloat() -> bool:
+    """LLVM 17 made the bf16 intrinsics return ``bfloat`` vectors (before: ``i16``)."""
+    from llvmlite import binding
+
+    return tuple(binding.llvm_version_info) >= (17,)
+
+
 def _bf16_lanes(v: ir.Value) -> int:
+    if not _llvm_has_bfloat():
+        return 0
     return _native_lanes(v, {16: _x86_has("avx512bf16", "avx512f"),
                              8: _x86_has("avx512bf16", "avx512vl")})
 

@@ -17,6 +17,10 @@ Modules:
 ``report``   table, summary, JSON, charts
 ``cli``      the command line
 
+After each phase every contender's CPU use (process CPU time over wall time) is
+measured once more, so that a peer whose thread-count setting did not take
+(oneDNN on two threads in a one-thread phase, say) shows in the summary.
+
 The copy baseline moves ``(src_bytes + dst_bytes) / 2`` bytes, so it reads and
 writes exactly as many bytes as the reorder has to read (the whole source
 buffer) and write (the whole destination buffer, zero padding included).

@@ -251,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
             "gbps": "(src_bytes + dst_bytes) / median time (copy: 2 * copy_bytes / time)",
             "ratio": "median(contender) / median(copy samples paired with it), same threads",
             "layoutjit/<peer>": "(layoutjit/copy) / (<peer>/copy)",
-            "large": "copy_bytes >= 32 MiB"},
+            "large": "copy_bytes >= 32 MiB",
+            "cpu_threads": "process CPU time / wall time over >= 30 ms of calls of one "
+                           "contender after its timing (a check that it ran on the phase's "
+                           "threads; summary.over_threads lists any above threads + 0.5)"},
         "machine": machine_info(), "software": software_info(),
         "copy_baseline": {"compile_s": copy_compile_s, "note": copy.note},
         "load_at_start": quiet, "waited_s": budget.get("waited_s", 0.0),

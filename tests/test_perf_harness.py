@@ -188,9 +188,12 @@ def test_smoke_run_writes_json(tmp_path):
             names = set(r["contenders"])
             assert "numpy" in names
             assert ("layoutjit" in names) == (has_lj and "layoutjit" not in c["peer_errors"])
+            assert 0 < r["copy"]["cpu_threads"] <= 2.6
             for n, v in r["contenders"].items():
                 assert v["median_s"] > 0 and v["ratio"] > 0 and len(v["times_s"]) >= 1
                 assert r["ratios"][f"{n}/copy"] == pytest.approx(v["ratio"])
+                assert 0 < v["cpu_threads"] <= 2.6
+    assert isinstance(doc["summary"]["over_threads"], list)
     s = doc["summary"]["by_threads"]
     assert set(s) == {str(t) for t in thr}
     assert (out / "table.txt").exists()
@@ -200,3 +203,24 @@ def test_smoke_run_writes_json(tmp_path):
         assert (out / "ratio_to_copy.png").exists() and (out / "time_vs_size.png").exists()
     except ImportError:
         pass
+
+
+def test_cpu_threads_counts_the_cpus_kept_busy():
+    """The CPU check: a 1-thread busy loop uses ~1 CPU, a sleep ~0; the summary lists a
+    contender above its phase's thread count."""
+    import time
+
+    from perf.report import summarize
+    from perf.timing import cpu_threads
+
+    def spin():
+        t = time.perf_counter() + 1e-3
+        while time.perf_counter() < t:
+            pass
+
+    assert 0.7 < cpu_threads(spin) < 1.3
+    assert cpu_threads(lambda: time.sleep(1e-3)) < 0.3
+    res = {"threads": 1, "copy": {"cpu_threads": 1.0},
+           "contenders": {"onednn": {"cpu_threads": 1.9}, "numpy": {"cpu_threads": 1.0}}}
+    over = summarize([{"name": "c", "results": [res]}], (1,), {})["over_threads"]
+    assert over == [{"case": "c", "threads": 1, "peer": "onednn", "cpu_threads": 1.9}]
