@@ -343,6 +343,7 @@ def _map_chunks(builder: ir.IRBuilder, v: ir.Value, lanes: int, fn) -> ir.Value:
     n = v.type.count
     if n == lanes:
         return fn(v)
+
     def mask(start: int, count: int) -> ir.Constant:
         return ir.Constant(ir.VectorType(_I32, count), list(range(start, start + count)))
 

@@ -12,7 +12,8 @@ Passes, in order (each is a function from IR to IR you can call and print):
    R x V register tile (``simd.tile``) with R from the block/vector size, V from
    the vector width, M micro tiles per macro tile so that ~32 source rows are read
    side by side and at least two whole lines of each destination row are written
-   (``MIN_ROW_LINES``: 64 rows for f32 -> bf16); tails and zero padding become smaller or zero-filled tiles.
+   (``MIN_ROW_LINES``: 64 rows for f32 -> bf16); tails and zero padding become
+   smaller or zero-filled tiles.
    Two digits can stand in for one: a short B whose source run continues into a
    node C gives columns over B x C placed by a table (``TileSpec.c``, oihw ->
    OIhw16i16o); a short A whose destination line continues into a node A2 gives
