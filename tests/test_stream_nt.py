@@ -67,3 +67,21 @@ def test_quantizing_stream_nt(nt_everywhere):
     want = np.clip(np.rint((x + old.astype(np.float32)) / np.float32(0.5)), -128, 127).astype(np.int8)
     np.testing.assert_array_equal(y, want)
     assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()
+
+
+@pytest.mark.parametrize("c, sdt, ddt", [(3, "f32", "f32"), (13, "f32", "f32"), (3, "u8", "f32"),
+                                         (15, "f32", "f32")])
+def test_padded_one_line_runs(nt_everywhere, c, sdt, ddt):
+    """nhwc -> nChw16c with C < 16: each pixel's run is one destination line, part data and
+    part zero padding, moved by one tile call (masked load, whole-line store; NT where the
+    line is aligned, plain at misaligned offsets)."""
+    import reference as ref
+
+    src_md, dst_md = M([2, c, 5, 7], sdt, "nhwc"), M([2, c, 5, 7], ddt, "nChw16c")
+    k = lj.compile_reorder(src_md, dst_md)
+    assert f"Vv={c}, nt=True" in k.source and f"Vv={c}, nt=False" in k.source, k.source
+    x = ref.random_raw(src_md.get_size() // src_md.dtype.size, sdt, np.random.default_rng(c))
+    n = dst_md.get_size()
+    expect = ref.reorder(x, src_md, dst_md, np.zeros(n // dst_md.dtype.size,
+                                                     dst_md.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, offsets=(0, 4, 64 + 16), note=f"C={c} ")
