@@ -242,9 +242,11 @@ class KernelWriter:
                 head.append(f"{name} = tile_cols({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, nt={nt}, "
                             f"vbytes={p.vector_bytes}" + (f", post={post!r})" if post else ")"))
             elif spec[0] == "gather":
-                _, R, V, Rv, nt, sdt, ddt = spec
-                head.append(f"{name} = gather({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, nt={nt}, "
-                            f"vbytes={p.vector_bytes})")
+                _, R, V, Rv, nt, Vv, dense, sdt, ddt = spec
+                head.append(f"{name} = gather({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, "
+                            + (f"Vv={Vv}, " if Vv != V else "")
+                            + ("src_dense=True, " if dense else "")
+                            + f"nt={nt}, vbytes={p.vector_bytes})")
             else:
                 _, R, V, Rv, Vv, nt, rc, sdt, ddt, dense, post, rows = spec
                 head.append(f"{name} = tile({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, "
@@ -694,6 +696,8 @@ class KernelWriter:
         The data types default to the kernel's (src -> dst conversion in registers).
         ``dense``: a tile whose source rows are one run (``simd.tile(src_dense=True)``).
         """
+        if key[0] == "gather" and len(key) == 5:
+            key = key + (key[2], False)  # ("gather", R, V, Rv, nt, Vv, dense): whole rows
         key = key + (str(sdt or self.ops[1].dtype), str(ddt or self.ops[0].dtype))
         if key[0] == "tile":
             key = key + (dense and key[3] > 0 and key[4] == key[2], tuple(post), rows)
@@ -1179,12 +1183,15 @@ class KernelWriter:
                         g = self._micro(("gather", 1, wr, 1, False), ddt, ddt)
                         self.w.put(depth, f"{g}(obuf, {r * L.extent}, 0, dst, {do} + {r * L.extent})")
             return
-        if R > 1 and all(w == L.extent for _, w in lens) and \
-                all(v in (0, L.extent) for v, _ in lens) and \
+        valid = {v for v, _ in lens if v}
+        if R > 1 and all(w == L.extent for _, w in lens) and len(valid) <= 1 and \
                 [v for v, _ in lens] == sorted((v for v, _ in lens), reverse=True):
+            # whole runs, or runs of one valid length then zero padding (nhwc -> nChw8c, C=3)
             Rv = sum(1 for v, _ in lens if v)
             use_nt = nt and (R * L.extent * dsz) % 64 == 0
-            fn = self._micro(("gather", R, L.extent, Rv, use_nt))
+            vv = max(valid, default=L.extent)
+            # valid parts back to back in the source (nhwc, C=3): read as whole vectors
+            fn = self._micro(("gather", R, L.extent, Rv, use_nt, vv, vv < L.extent and sA == vv))
             self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do})")
             return
         for r, (v, wr) in enumerate(lens):

@@ -110,6 +110,8 @@ READ_STREAMS_BLOCKED = int(os.environ.get("LAYOUTJIT_READ_STREAMS_BLOCKED", 16))
 # 1.1-1.4x slower for 16-bit transposes and f32 -> bf16).
 MAX_TILE_ROWS = int(os.environ.get("LAYOUTJIT_MAX_TILE_ROWS", 64))
 MAX_TILE_SRC_BYTES = 2048
+# Padded runs shorter than a line (nhwc -> nChw8c, C=3) are packed this many per call.
+PACKED_RUNS = 16
 # A full transpose's macro tile writes at least this many whole lines of each destination row.
 MIN_ROW_LINES = 2
 # Flatten outer loops until the job count reaches this (load balance between threads).
@@ -426,11 +428,44 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True, allow_cols: bool = 
         k = len(rest)
         rc = b.strides[0] == a.extent * run.extent
         return ir.with_nodes(nodes2, "choose_tile"), TileSpec("lines", k, k + 1, G, 1, M, rc, k + 2), notes
+    packed = _packed_padded_runs(ir, nodes, run, ia, run_bytes)
+    if packed is not None:
+        return packed[0], packed[1], notes
     if run_bytes >= 64:
         rest = [n for i, n in enumerate(nodes) if i != ia]
         V = max(1, 64 // dsz)
         return ir.with_nodes(rest + [run], "choose_tile"), TileSpec("stream", len(rest), None, 1, V, 1, True), notes
     return ir, None, notes
+
+
+def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, ir_run: int, run_bytes: int
+                        ) -> tuple[LoopIR, TileSpec] | None:
+    """Runs shorter than a line whose tail is zero padding, packed several to a line.
+
+    The run is a whole padded dim (one block: nhwc -> nChw8c, C=3, writes 3 values and 5
+    zeros per pixel), and the source packs the valid parts back to back (A's source stride
+    is the valid length), so no node has a source stride of the run's length and the
+    "lines" kind would not apply. Planned as "lines" with a unit column node: PACKED_RUNS
+    runs per call (a multiple of the runs per line), read as whole vectors of the dense
+    source (``simd.gather(Vv=valid, src_dense=True)``), stored as whole (NT-capable) lines.
+    """
+    if run_bytes > 64 or 64 % run_bytes or run.dim is None or run.weight != 1:
+        return None
+    r = ir.dims[run.dim]
+    if r.write != run.extent or not 0 < r.valid < run.extent:
+        return None
+    ia = next((i for i, n in enumerate(nodes) if i != ir_run and n.strides[0] == run.extent
+               and n.strides[1] == r.valid and n.extent > 1), None)
+    if ia is None or len(ir.operands) != 2 or any(s is None for s in nodes[ia].strides):
+        return None
+    a = nodes[ia]
+    G = 64 // run_bytes
+    R = min(a.extent, max(G, PACKED_RUNS))  # the source is dense: whole vectors of it
+    unit = Node(1, None, 1, tuple(0 for _ in a.strides))
+    rest = [n for i, n in enumerate(nodes) if i not in (ia, ir_run)]
+    k = len(rest)
+    return (ir.with_nodes(rest + [a, unit, run], "choose_tile"),
+            TileSpec("lines", k, k + 1, R, 1, 1, False, k + 2))
 
 
 def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz: int, dsz: int,

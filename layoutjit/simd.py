@@ -920,8 +920,8 @@ def tile_cols(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int 
 # ---------------------------------------------------------------------------------------------
 
 def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
-                 *, R: int, V: int, s: DataType, d: DataType, Rv: int, nt: bool, vbytes: int
-                 ) -> None:
+                 *, R: int, V: int, s: DataType, d: DataType, Rv: int, nt: bool, vbytes: int,
+                 Vv: int | None = None, dense: bool = False) -> None:
     """Emit one :func:`gather` at the builder's position (pointers are to storage elements).
 
     Element (r, c) has id ``r*V + c``, which is also its destination offset from ``doff``.
@@ -937,7 +937,7 @@ def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.
     sty, dty = _cv.storage_ir_type(s), _cv.storage_ir_type(d)
     i64 = soff.type
     L = max(1, vbytes // ssz)                    # source lanes per register
-    U = L if V >= L else _pow2ceil(V)            # lanes per loaded piece
+    U = L if V >= L or dense else _pow2ceil(V)   # lanes per loaded piece
     uty = ir.VectorType(sty, U)
 
     def widen(val: ir.Value, w: int) -> ir.Value:
@@ -947,28 +947,47 @@ def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.
         undef = ir.Constant(val.type, ir.Undefined)
         return builder.shuffle_vector(val, undef, _mask([i if i < w else w for i in range(U)]))
 
-    # 1. load the pieces of the live rows; rows >= Rv are zeros (never read)
+    def load(off: ir.Value, k: int) -> ir.Value:
+        """k source elements at off, widened to U lanes (masked or odd-sized loads)."""
+        p = builder.gep(sptr, [off], inbounds=True)
+        kp = _pow2ceil(k)
+        if k & (k - 1) and _masked_native(ssz, kp * ssz):
+            return widen(_masked_load(builder, p, ir.VectorType(sty, kp), k, ssz), kp)
+        vty = ir.VectorType(sty, k)  # a legal (power-of-two) vector, or one LLVM splits
+        return widen(builder.load(builder.bitcast(p, vty.as_pointer()), align=ssz), k)
+
+    # 1. load the pieces of the live rows; rows >= Rv and columns >= Vv are zeros (never read)
+    Vv = V if Vv is None else Vv
     regs = []
-    for r in range(R):
+    if dense:  # the Rv*Vv valid elements are back to back: whole registers, then zero pieces
+        n_valid = Rv * Vv
+        for p0 in range(0, n_valid, U):
+            k = min(U, n_valid - p0)
+            off = builder.add(soff, ir.Constant(i64, p0)) if p0 else soff
+            regs.append(_V(load(off, k), tuple((p0 + j) // Vv * V + (p0 + j) % Vv if j < k
+                                               else None for j in range(U))))
+        zeros = [r * V + c for r in range(R) for c in range(V) if r >= Rv or c >= Vv]
+        for z0 in range(0, len(zeros), U):
+            zs = zeros[z0:z0 + U]
+            regs.append(_V(ir.Constant(uty, None), tuple(zs) + (None,) * (U - len(zs))))
+    for r in range(R if not dense else 0):
         rbase = None
         for p0 in range(0, V, U):
             k = min(U, V - p0)
             ids = tuple(r * V + p0 + j if j < k else None for j in range(U))
-            if r >= Rv:
+            if r >= Rv or p0 >= Vv:
                 regs.append(_V(ir.Constant(uty, None), ids))
                 continue
+            if p0 + k > Vv:  # the row's data ends inside this piece: zeros hold the rest
+                regs.append(_V(ir.Constant(uty, None),
+                               tuple(i if i is not None and i - r * V >= Vv else None for i in ids)))
+                k = Vv - p0
+                ids = tuple(r * V + p0 + j if j < k else None for j in range(U))
             if rbase is None:
                 rbase = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r))) if r \
                     else soff
             off = builder.add(rbase, ir.Constant(i64, p0)) if p0 else rbase
-            p = builder.gep(sptr, [off], inbounds=True)
-            kp = _pow2ceil(k)
-            if k & (k - 1) and _masked_native(ssz, kp * ssz):
-                val = widen(_masked_load(builder, p, ir.VectorType(sty, kp), k, ssz), kp)
-            else:  # a legal (power-of-two) vector, or an odd-sized one that LLVM splits
-                vty = ir.VectorType(sty, k)
-                val = widen(builder.load(builder.bitcast(p, vty.as_pointer()), align=ssz), k)
-            regs.append(_V(val, ids))
+            regs.append(_V(load(off, k), ids))
     gather = _Gather(builder, regs)
 
     # 2. destination chunks of one register (NT: a 64-byte line is 64 // vbytes of them,
@@ -1007,9 +1026,10 @@ def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.
 
 
 @functools.cache
-def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbytes: int):
+def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbytes: int,
+                 Vv: int, dense: bool):
     s, d = as_dtype(sname), as_dtype(dname)
-    params = dict(R=R, V=V, s=s, d=d, Rv=Rv, nt=nt, vbytes=vbytes)
+    params = dict(R=R, V=V, s=s, d=d, Rv=Rv, nt=nt, vbytes=vbytes, Vv=Vv, dense=dense)
 
     def impl(typingctx, src, soff, sstride, dst, doff):
         _expect_array(src, s, "src", "gather")
@@ -1032,6 +1052,7 @@ def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbyt
         return sig, codegen
 
     name = (f"lj_gather_{R}x{V}_{sname}_{dname}" + (f"_rv{Rv}" if Rv != R else "")
+            + (f"_vv{Vv}" if Vv != V else "") + ("_dense" if dense else "")
             + ("_nt" if nt else "") + f"_w{vbytes}")
     impl.__name__ = impl.__qualname__ = name
     impl.__module__ = __name__
@@ -1039,16 +1060,20 @@ def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbyt
     return intrinsic(impl)
 
 
-def gather(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, nt: bool = False,
-           vbytes: int = HOST_VECTOR_BYTES):
+def gather(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | None = None,
+           src_dense: bool = False, nt: bool = False, vbytes: int = HOST_VECTOR_BYTES):
     """A (memoized) Numba intrinsic ``g(src, soff, sstride, dst, doff)`` packing R source rows
     of V contiguous elements into R*V contiguous destination elements, without a transpose::
 
-        dst[doff + r*V + c] = convert(src[soff + r*sstride + c])   if r < Rv
+        dst[doff + r*V + c] = convert(src[soff + r*sstride + c])   if r < Rv and c < Vv
                             = 0 (of the dst type)                  otherwise
 
     for r in [0, R), c in [0, V); rows r >= Rv (default Rv = R) are never read, nor is
-    anything past the V elements of a row (odd rows: masked or odd-sized vector loads).
+    anything past the Vv (default V) elements of a row (odd rows: masked or odd-sized vector
+    loads).  Vv < V packs runs with zero padding (nhwc -> nChw8c, C=3: two pixels of 3 values
+    and 5 zeros per line).  ``src_dense=True``: the caller guarantees ``sstride == Vv`` (the
+    valid parts are back to back), and the Rv*Vv elements are read as whole vectors and
+    placed by shuffles instead of one (masked) load per row.
     Conversions are those of :func:`tile` (``convert.vec_convert``).  ``R = 1`` is a vector
     copy of one run (``gather(1, 64 // dst_size, s, d, nt=True)`` writes one full line).
 
@@ -1070,13 +1095,17 @@ def gather(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, nt: bool = 
     Rv = R if Rv is None else int(Rv)
     if not 0 <= Rv <= R:
         raise ValueError(f"gather: need 0 <= Rv <= R (R={R}, Rv={Rv})")
+    Vv = V if Vv is None else int(Vv)
+    if not 1 <= Vv <= V:
+        raise ValueError(f"gather: need 1 <= Vv <= V (V={V}, Vv={Vv})")
     if vbytes not in (16, 32, 64):
         raise ValueError(f"gather: vbytes={vbytes} must be 16, 32 or 64")
     nt = bool(nt)
     if nt and (R * V * d.size) % 64:
         raise ValueError(f"gather: non-temporal stores need R*V*dst_size ({R * V * d.size} "
                          f"bytes) to be a multiple of 64")
-    return _make_gather(R, V, str.__str__(s), str.__str__(d), Rv, nt, int(vbytes))
+    return _make_gather(R, V, str.__str__(s), str.__str__(d), Rv, nt, int(vbytes), Vv,
+                        bool(src_dense))
 
 
 def supports(src_dt, dst_dt) -> bool:

@@ -467,13 +467,18 @@ def test_avx2_target_subprocess():
 class GCase(Case):
     """One gather call: parameters, buffers, expected result."""
 
-    def __init__(self, R, V, s, d, Rv=None, nt=False, vbytes=None, sstride=None):
+    def __init__(self, R, V, s, d, Rv=None, nt=False, vbytes=None, sstride=None, Vv=None,
+                 dense=False):
         self.R, self.V, self.s, self.d = R, V, s, d
         self.Rv = R if Rv is None else Rv
+        self.Vv = V if Vv is None else Vv
+        self.dense = dense
         self.nt = nt
         self.vbytes = simd.HOST_VECTOR_BYTES if vbytes is None else vbytes
-        self.t = gather(R, V, s, d, Rv=Rv, nt=nt, vbytes=self.vbytes)
+        self.t = gather(R, V, s, d, Rv=Rv, Vv=Vv, src_dense=dense, nt=nt, vbytes=self.vbytes)
         dsz = as_dtype(d).size
+        if dense:  # the valid parts back to back
+            sstride = self.Vv
         self.sstride = V + int(RNG.integers(0, 9)) if sstride is None else sstride
         self.soff = int(RNG.integers(0, 7))
         self.src = rand_storage(s, self.soff + R * self.sstride + V + 8)
@@ -484,8 +489,8 @@ class GCase(Case):
             .astype(UINT[dsz])
 
     def __repr__(self):
-        return (f"gather {self.R}x{self.V} {self.s}->{self.d} Rv={self.Rv} nt={self.nt} "
-                f"w={self.vbytes} sstride={self.sstride}")
+        return (f"gather {self.R}x{self.V} {self.s}->{self.d} Rv={self.Rv} Vv={self.Vv} "
+                f"dense={self.dense} nt={self.nt} w={self.vbytes} sstride={self.sstride}")
 
     def call(self, k: int) -> str:
         return f"t{k}(s{k}, {self.soff}, {self.sstride}, d{k}, {self.doff})"
@@ -494,7 +499,7 @@ class GCase(Case):
         exp = before.copy()
         r, c = np.meshgrid(np.arange(self.R), np.arange(self.V), indexing="ij")
         r, c = r.ravel(), c.ravel()
-        live = r < self.Rv
+        live = (r < self.Rv) & (c < self.Vv)
         vals = np.zeros(r.size, as_dtype(self.d).storage)
         vals[live] = ref_direct(self.s, self.d, self.src[self.soff + r[live] * self.sstride
                                                          + c[live]])
@@ -538,6 +543,14 @@ def _gather_cases():
                                  (8, 8, 5, "u8", "u8", False), (4, 8, 3, "bf16", "f32", True),
                                  (4, 16, 1, "f32", "s8", True), (2, 24, 1, "f32", "bf16", False)):
         cs.append(GCase(R, V, s, d, Rv=Rv, nt=nt))
+    # columns >= Vv are zeros (padded runs), read row by row or, dense, as whole vectors
+    for (R, V, Vv, Rv, s, d, nt, dense) in (
+            (2, 8, 3, None, "f32", "f32", True, False), (4, 16, 5, 3, "f32", "s8", True, False),
+            (16, 8, 3, None, "f32", "f32", True, True), (16, 16, 3, 13, "f32", "bf16", True, True),
+            (16, 4, 3, None, "f32", "f32", False, True), (16, 8, 3, None, "u8", "f32", True, True),
+            (6, 16, 5, None, "f32", "s8", False, True), (3, 16, 15, 2, "f32", "f32", False, True),
+            (16, 16, 1, None, "f32", "f32", True, True), (5, 7, 2, None, "bf16", "f32", False, False)):
+        cs.append(GCase(R, V, s, d, Rv=Rv, nt=nt, Vv=Vv, dense=dense))
     # overlapping and broadcast rows (sstride < V) are fine: the source is only read
     cs.append(GCase(4, 8, "f32", "f32", sstride=3))
     cs.append(GCase(4, 4, "f32", "f32", sstride=0, nt=True))
@@ -581,9 +594,11 @@ def test_gather_without_masked_memops(monkeypatch):
     monkeypatch.setattr(simd, "_masked_native", lambda esize, nbytes: False)
     cases = [GCase(5, 7, "f32", "f32"), GCase(3, 5, "u8", "f32"), GCase(1, 13, "f32", "s8"),
              GCase(2, 24, "f32", "f32"), GCase(4, 3, "bf16", "bf16"),
-             GCase(3, 7, "f32", "bf16", Rv=2)]
+             GCase(3, 7, "f32", "bf16", Rv=2), GCase(6, 8, "f32", "f32", Vv=3, dense=True),
+             GCase(3, 16, "u8", "f32", Vv=5)]
     for c in cases:  # fresh intrinsics, generated with the patch in place
-        c.t = simd._make_gather.__wrapped__(c.R, c.V, c.s, c.d, c.Rv, c.nt, c.vbytes)
+        c.t = simd._make_gather.__wrapped__(c.R, c.V, c.s, c.d, c.Rv, c.nt, c.vbytes, c.Vv,
+                                            c.dense)
     fns = check_group(cases)
     for fn in fns:
         asm = fn.inspect_asm(fn.signatures[0])
@@ -603,10 +618,14 @@ def test_gather_no_reads_beyond_rows():
                                  (1, 13, 1, "f32", "f32", False), (5, 3, 3, "f32", "f32", False),
                                  (4, 16, 2, "f32", "s8", True), (16, 1, 11, "f32", "f32", True),
                                  (1, 63, 1, "u8", "u8", False), (2, 8, 2, "f32", "f32", True),
-                                 (3, 5, 3, "f64", "f32", False), (2, 7, 2, "f32", "f32", False)):
-        c = GCase(R, V, s, d, Rv=Rv, nt=nt)
+                                 (3, 5, 3, "f64", "f32", False), (2, 7, 2, "f32", "f32", False),
+                                 (2, 8, 2, "f32", "f32", "Vv3"), (16, 8, 16, "f32", "f32", "dense3"),
+                                 (6, 16, 6, "f32", "s8", "dense5"), (16, 8, 16, "u8", "f32", "dense3")):
+        vv = int(nt[-1]) if isinstance(nt, str) else None  # valid columns: reads end there
+        c = GCase(R, V, s, d, Rv=Rv, nt=False if vv else nt, Vv=vv,
+                  dense=isinstance(nt, str) and nt.startswith("dense"))
         esz = as_dtype(s).size
-        need = (c.soff + (Rv - 1) * c.sstride + V) * esz
+        need = (c.soff + (Rv - 1) * c.sstride + c.Vv) * esz
         n = -(-need // page) * page
         mm = mmap.mmap(-1, n + page)
         buf = np.frombuffer(mm, np.uint8)
@@ -683,6 +702,7 @@ def test_gather_nt_never_lost():
 def test_gather_memoized_and_validation():
     assert gather(2, 8, "f32", "f32") is gather(2, 8, as_dtype("f32"), "f32", Rv=2)
     assert gather(2, 8, "f32", "f32") is not gather(2, 8, "f32", "f32", nt=True)
+    assert gather(2, 8, "f32", "f32", Vv=8) is gather(2, 8, "f32", "f32")
     gather(3, 16, "f32", "f32", nt=True)                  # 192 bytes = 3 lines
     gather(1, 64, "u8", "u8", nt=True, vbytes=32)
     for args, kw in (((1, 8, "f32", "f32"), dict(nt=True)),      # 32 bytes
@@ -690,7 +710,8 @@ def test_gather_memoized_and_validation():
                      ((2, 16, "f32", "bf16"), dict(nt=True, Rv=1)),  # 64 bytes: fine
                      ((65, 1, "f32", "f32"), {}), ((1, 65, "f32", "f32"), {}),
                      ((0, 4, "f32", "f32"), {}), ((2, 8, "f32", "f32"), dict(Rv=3)),
-                     ((2, 8, "f32", "f32"), dict(vbytes=8))):
+                     ((2, 8, "f32", "f32"), dict(vbytes=8)),
+                     ((2, 8, "f32", "f32"), dict(Vv=0)), ((2, 8, "f32", "f32"), dict(Vv=9))):
         if args == (2, 16, "f32", "bf16"):
             gather(*args, **kw)
             continue

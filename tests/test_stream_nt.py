@@ -69,19 +69,38 @@ def test_quantizing_stream_nt(nt_everywhere):
     assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()
 
 
-@pytest.mark.parametrize("c, sdt, ddt", [(3, "f32", "f32"), (13, "f32", "f32"), (3, "u8", "f32"),
-                                         (15, "f32", "f32")])
-def test_padded_one_line_runs(nt_everywhere, c, sdt, ddt):
-    """nhwc -> nChw16c with C < 16: each pixel's run is one destination line, part data and
-    part zero padding, moved by one tile call (masked load, whole-line store; NT where the
-    line is aligned, plain at misaligned offsets)."""
+def _guarded_check(src_md, dst_md, seed, plan_kind, source_has):
     import reference as ref
 
-    src_md, dst_md = M([2, c, 5, 7], sdt, "nhwc"), M([2, c, 5, 7], ddt, "nChw16c")
     k = lj.compile_reorder(src_md, dst_md)
-    assert f"Vv={c}, nt=True" in k.source and f"Vv={c}, nt=False" in k.source, k.source
-    x = ref.random_raw(src_md.get_size() // src_md.dtype.size, sdt, np.random.default_rng(c))
+    assert k.plan.tile is not None and k.plan.tile.kind == plan_kind, k.plan.describe()
+    assert all(x in k.source for x in source_has), k.source
+    n_src = max(src_md.get_size(), src_md.required_bytes()) // src_md.dtype.size
+    x = ref.random_raw(n_src, str(src_md.dtype), np.random.default_rng(seed))
     n = dst_md.get_size()
     expect = ref.reorder(x, src_md, dst_md, np.zeros(n // dst_md.dtype.size,
                                                      dst_md.dtype.storage)).view(np.uint8)
-    ref.check_guarded_runs(k, x, expect, offsets=(0, 4, 64 + 16), note=f"C={c} ")
+    ref.check_guarded_runs(k, x, expect, offsets=(0, 4, 64 + 16), note=f"{dst_md} ")
+
+
+@pytest.mark.parametrize("c, sdt, ddt, tag", [
+    (3, "f32", "f32", "nChw8c"), (3, "f32", "bf16", "nChw16c"), (5, "f32", "s8", "nChw16c"),
+    (3, "u8", "f32", "nChw8c"), (3, "f32", "f32", "nChw4c"), (3, "f32", "f32", "nChw16c"),
+    (13, "f32", "f32", "nChw16c"), (7, "bf16", "f32", "nChw8c")])
+def test_padded_runs_packed_into_lines(nt_everywhere, c, sdt, ddt, tag):
+    """nhwc -> one block with C < block: each pixel's run is part data and part zero
+    padding, and the source holds the data back to back: 16 runs per call read as whole
+    vectors and stored as whole lines (NT where aligned, plain at misaligned offsets; a
+    tail of pixels, 2x5x7 = 70, takes a shorter call)."""
+    dims = [2, c, 5, 7]
+    _guarded_check(M(dims, sdt, "nhwc"), M(dims, ddt, tag), c, "lines",
+                   [f"Vv={c}, src_dense=True, nt=True", f"Vv={c}, src_dense=True, nt=False"])
+
+
+@pytest.mark.parametrize("c", [3, 13])
+def test_padded_one_line_runs_from_a_strided_source(nt_everywhere, c):
+    """Pixels 16 elements apart in the source (not back to back): each run is one
+    destination line, moved by one tile call (a masked load, the whole line stored)."""
+    src_md = M([2, c, 5, 7], "f32", strides=[16 * 35, 1, 16 * 7, 16])
+    _guarded_check(src_md, M([2, c, 5, 7], "f32", "nChw16c"), c, "stream",
+                   [f"Vv={c}, nt=True", f"Vv={c}, nt=False"])
