@@ -95,6 +95,8 @@ CASES: list[Case] = [
     _c((32, 3, 224, 224), "nchw", "nChw16c", "image"),
     _c((8, 3, 224, 224), "nhwc", "nchw", "image", quick=True),
     _c((32, 3, 224, 224), "nhwc", "nchw", "image"),
+    _c((32, 3, 224, 224), "nhwc", "nChw16c", "image"),                # 19 MB -> 103 MB
+    _c((32, 3, 224, 224), "nhwc", "nChw8c", "image", "f32", "bf16"),
     # --- weights ------------------------------------------------------------------------
     _c((512, 512, 3, 3), "oihw", "OIhw16i16o", "weights", quick=True),  # 9.4 MB
     _c((256, 256, 3, 3), "oihw", "OIhw4i16o4i", "weights", quick=True),
