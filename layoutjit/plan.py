@@ -326,6 +326,10 @@ class Plan:
                          f"by {t.R}x{t.V} register tiles, {t.M} per macro tile "
                          f"({t.M * t.R} source rows read side by side)"
                          + (", each tile writes whole blocks" if t.rows_contiguous else ""))
+        elif t.kind == "lines" and self.ir.nodes[t.b or 0].extent == 1:
+            assert t.l is not None
+            lines.append(f"micro-kernel: padded runs of {nm(t.l)} packed along A={nm(t.a)}, "
+                         f"{t.R} runs per call, stored as whole lines")
         elif t.kind == "lines":
             assert t.b is not None and t.l is not None
             lines.append(f"micro-kernel: runs of {nm(t.l)} (contiguous on both sides) transposed over "
