@@ -1228,19 +1228,6 @@ class KernelWriter:
             lo_v, hi_v = "0", str(vA)
             lo_z, hi_z = str(vA), str(wrA)
         so, do = offs[1], offs[0]
-        if self.ep.direct and group_var is None and wrA == V and vA < V:
-            # the run is one destination line, part data and part zero padding (nhwc ->
-            # nChw16c, C=3): one tile call reads the data (a masked load) and stores the whole
-            # line, zeros included -- non-temporal where the line is aligned
-            plain = self._micro(("tile", 1, V, 1, vA, False, True))
-            if nt:
-                w.put(depth, f"if ((dbase + {do} * {dsz}) & 63) == 0:")
-                w.put(depth + 1, f"{self._micro(('tile', 1, V, 1, vA, True, True))}"
-                                 f"(src, {so}, 0, dst, {do}, 1)")
-                w.put(depth, "else:")
-                depth += 1
-            w.put(depth, f"{plain}(src, {so}, 0, dst, {do}, 1)")
-            return
         if vA > 0 and not self.ep.direct and nt and STREAM_EPILOGUE_NT:
             # an epilogue, non-temporal: a head to the next line, then chunks computed into obuf
             # (a vectorized loop) and stored as whole lines, then the tail

@@ -326,7 +326,7 @@ class Plan:
                          f"by {t.R}x{t.V} register tiles, {t.M} per macro tile "
                          f"({t.M * t.R} source rows read side by side)"
                          + (", each tile writes whole blocks" if t.rows_contiguous else ""))
-        elif t.kind == "lines" and self.ir.nodes[t.b or 0].extent == 1:
+        elif t.kind == "lines" and t.b is not None and self.ir.nodes[t.b].extent == 1:
             assert t.l is not None
             lines.append(f"micro-kernel: padded runs of {nm(t.l)} packed along A={nm(t.a)}, "
                          f"{t.R} runs per call, stored as whole lines")
@@ -442,31 +442,31 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True, allow_cols: bool = 
     return ir, None, notes
 
 
-def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, ir_run: int, run_bytes: int
+def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run_bytes: int
                         ) -> tuple[LoopIR, TileSpec] | None:
-    """Runs shorter than a line whose tail is zero padding, packed several to a line.
+    """Runs of at most a line whose tail is zero padding, packed whole into lines.
 
     The run is a whole padded dim (one block: nhwc -> nChw8c, C=3, writes 3 values and 5
-    zeros per pixel), and the source packs the valid parts back to back (A's source stride
-    is the valid length), so no node has a source stride of the run's length and the
-    "lines" kind would not apply. Planned as "lines" with a unit column node: PACKED_RUNS
-    runs per call (a multiple of the runs per line), read as whole vectors of the dense
-    source (``simd.gather(Vv=valid, src_dense=True)``), stored as whole (NT-capable) lines.
+    zeros per pixel); node A places the runs back to back in the destination. No node
+    has a source stride of the run's length, so the "lines" kind proper would not apply.
+    Planned as "lines" with a unit column node: PACKED_RUNS runs per call (a multiple of
+    the runs per line; ``simd.gather(Vv=valid)``, reading a dense source -- A's source
+    stride is the valid length, nhwc -- as whole vectors), stored as whole (NT) lines.
     """
     if run_bytes > 64 or 64 % run_bytes or run.dim is None or run.weight != 1:
         return None
     r = ir.dims[run.dim]
     if r.write != run.extent or not 0 < r.valid < run.extent:
         return None
-    ia = next((i for i, n in enumerate(nodes) if i != ir_run and n.strides[0] == run.extent
-               and n.strides[1] == r.valid and n.extent > 1), None)
+    ia = next((i for i, n in enumerate(nodes) if i != irun and n.strides[0] == run.extent
+               and n.extent > 1), None)
     if ia is None or len(ir.operands) != 2 or any(s is None for s in nodes[ia].strides):
         return None
     a = nodes[ia]
     G = 64 // run_bytes
     R = min(a.extent, max(G, PACKED_RUNS))  # the source is dense: whole vectors of it
     unit = Node(1, None, 1, tuple(0 for _ in a.strides))
-    rest = [n for i, n in enumerate(nodes) if i not in (ia, ir_run)]
+    rest = [n for i, n in enumerate(nodes) if i not in (ia, irun)]
     k = len(rest)
     return (ir.with_nodes(rest + [a, unit, run], "choose_tile"),
             TileSpec("lines", k, k + 1, R, 1, 1, False, k + 2))
