@@ -105,11 +105,15 @@ def nt_split_min_bytes(tile: TileSpec) -> int:
 # Read ~this many source rows side by side in a transpose (the L2 streamer's sweet spot).
 READ_STREAMS = int(os.environ.get("LAYOUTJIT_READ_STREAMS", 32))
 READ_STREAMS_BLOCKED = int(os.environ.get("LAYOUTJIT_READ_STREAMS_BLOCKED", 16))
-# Register tiles: at most this many rows (64: one line of 1-byte elements), and at most this
-# many source bytes (32 zmm registers; a 64-row tile takes fewer columns; 1 KB tiles measured
-# 1.1-1.4x slower for 16-bit transposes and f32 -> bf16).
+# Register tiles: at most this many rows (64: one line of 1-byte elements), at most this
+# many source bytes, and at most this many registers of data through the shuffle network
+# (narrowing conversions run before it, widening ones after): half of AVX-512's register
+# file, so that the network does not spill. 32-register networks measured 2-2.5x slower per
+# byte in cache; on 51 MB tensors at 1 thread, 8-bit nchw -> nhwc went from 3.0x copy to
+# 1.0-1.3x, 16-bit nhwc -> nchw from 1.9-2.1x to 1.6x.
 MAX_TILE_ROWS = int(os.environ.get("LAYOUTJIT_MAX_TILE_ROWS", 64))
 MAX_TILE_SRC_BYTES = 2048
+MAX_TILE_NET_REGS = 16
 # Padded runs shorter than a line (nhwc -> nChw8c, C=3) are packed this many per call.
 PACKED_RUNS = 16
 # A full transpose's macro tile writes at least this many whole lines of each destination row.
@@ -489,15 +493,16 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     if rows_contig and a.extent <= row_elems:
         R = a.extent  # a whole block (at most one line): tiles write R*V contiguous elements
     else:
-        # Tiles of 1-byte rows take a whole line (64 rows, fewer columns) where destination
-        # rows are far apart: half lines there are plain stores, each paying an ownership
-        # read (s8 ab -> ba 2048x8192: 4.8x copy -> 1.7x at 1 thread, 3.4-7.4x -> 1.3-2.0x
-        # at 2); rows close together keep 32 (s8/u8 nchw <-> nhwc, C=256: 64 rows measured
-        # 10-40% slower).
-        far = (b.strides[0] or 0) * dsz >= WIDE_GROUP_STRIDE_BYTES
-        R = min(a.extent, row_elems, MAX_TILE_ROWS if far else 32)
+        # Tiles take whole destination lines as rows (64 rows of 1-byte elements), with
+        # fewer columns: half lines are plain stores, each paying an ownership read.
+        R = min(a.extent, row_elems, MAX_TILE_ROWS)
         rows_contig = rows_contig and R == a.extent
-        V = min(V, max(1, MAX_TILE_SRC_BYTES // (R * ssz)))
+        # Source rows a multiple of 4 KB apart share one L1 set, so a row's line does not
+        # survive until the next tile reads it: such tiles read more of each line at once,
+        # and their network spills (s8 ab -> ba 8192x8192: 1.5x copy at 1 thread with 2 KB
+        # tiles, 2.1x with 1 KB ones).
+        net = MAX_TILE_NET_REGS * (2 if (a.strides[1] * ssz) % 4096 == 0 else 1)
+        V = min(V, max(1, MAX_TILE_SRC_BYTES // (R * ssz)), max(1, net * vbytes // (R * min(ssz, dsz))))
     # Source rows read side by side: a blocked destination (whole blocks written) prefers
     # fewer streams than a full transpose (measured on Zen 5: 16 vs 32).
     streams = READ_STREAMS_BLOCKED if rows_contig else READ_STREAMS

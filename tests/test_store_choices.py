@@ -123,7 +123,7 @@ def test_wide_groups_through_an_epilogue():
     ((2, 70, 5, 9), "nchw", "nhwc", "f32", "bf16", 2),   # 32-row tiles of one line: two of them
     ((2, 20, 5, 9), "nchw", "nhwc", "f32", "bf16", 1),   # A shorter than two tiles: one
     ((2, 70, 5, 9), "nchw", "nhwc", "f32", "f32", 2),    # 16-row tiles: two from READ_STREAMS
-    ((2, 70, 5, 9), "nchw", "nhwc", "f32", "s8", 1),     # 32-row tiles of half a line: one
+    ((2, 70, 5, 9), "nchw", "nhwc", "f32", "s8", 2),     # 64-row tiles of one line: two
 ])
 def test_macro_tiles_write_two_lines_of_a_row(dims, stag, dtag, sdt, ddt, m):
     k = lj.compile_reorder(M(dims, sdt, stag), M(dims, ddt, dtag))
@@ -134,13 +134,22 @@ def test_macro_tiles_write_two_lines_of_a_row(dims, stag, dtag, sdt, ddt, m):
 
 @pytest.mark.parametrize("dims, stag, dtag, dt, R", [
     ((1100, 70), "ab", "ba", "s8", 64),                     # rows 1100 B apart: whole lines
-    ((2, 100, 5, 9), "nchw", "nhwc", "u8", 32),             # rows 100 B apart: 32 rows
+    ((2, 100, 5, 9), "nchw", "nhwc", "u8", 64),             # rows 100 B apart: whole lines too
     ((3, 1030, 3, 5), "nchw", "nhwc", "s8", 64),            # C=1030: far apart, with a tail
+    ((70, 4096), "ab", "ba", "u8", 64),                     # source rows 4 KB apart: 2 KB tiles
 ])
 def test_one_byte_tiles_take_a_whole_line_into_far_rows(dims, stag, dtag, dt, R):
     k = lj.compile_reorder(M(dims, dt, stag), M(dims, dt, dtag))
     t = k.plan.tile
     assert t.kind == "transpose" and t.R == R, k.plan.describe()
     assert t.R * t.V <= plan_mod.MAX_TILE_SRC_BYTES
+    # the shuffle network fits in half the register file (no spills), unless source rows
+    # alias in L1 (a multiple of 4 KB apart): those tiles read half lines, not quarters
+    net = plan_mod.MAX_TILE_NET_REGS * k.plan.vector_bytes
+    aliased = dims[-1] % 4096 == 0
+    if aliased:
+        assert t.R * t.V == min(2 * net, plan_mod.MAX_TILE_SRC_BYTES), k.plan.describe()
+    else:
+        assert t.R * t.V <= net, k.plan.describe()
     for threads in ref.at_thread_counts((1, 2)):
         assert ref.kernel_matches_reference(k, seed=threads)
