@@ -300,6 +300,8 @@ class KernelWriter:
         t = self.plan.tile
         if self.plan.shifted:
             self._render_shifted(depth)
+        elif self.plan.panel:
+            self._render_panel(depth)
         elif self.plan.nt and t is not None and t.kind == "stream":
             dsz = self.ops[0].dtype.size
             w.put(depth, "dbase = dst.ctypes.data")
@@ -403,20 +405,7 @@ class KernelWriter:
         w.put(d, f"o = it // {nbb}")
         w.put(d, f"jb0 = it - o * {nbb}")
         w.put(d, f"jb1 = min({nbb}, jb0 + {pb}, jb0 + hi - it)")
-        so = [str(self.ops[1].offset0)]
-        do = [str(self.ops[0].offset0)]
-        rest = "o"
-        for i in reversed(outer):
-            n = self.ir.nodes[i]
-            v = w.var("x")
-            w.put(d, f"{v} = {rest} % {n.extent}")
-            r = w.var("r")
-            w.put(d, f"{r} = {rest} // {n.extent}")
-            rest = r
-            so.append(f"{v} * {n.strides[1]}")
-            do.append(f"{v} * {n.strides[0]}")
-        w.put(d, "so = " + " + ".join(so))
-        w.put(d, "do = " + " + ".join(do))
+        self._outer_offsets(d, outer)
         w.put(d, f"for g in range({ng}):")
         w.put(d + 1, f"a0 = g * {G}")
         w.put(d + 1, "for jb in range(jb0, jb1):")
@@ -471,6 +460,113 @@ class KernelWriter:
         w.put(d, "else:")
         w.put(d + 1, f"{vcopy}(stage, e + {G}, 0, carry, cc)")
         w.put(depth + 1, "it += jb1 - jb0")
+        w.put(depth, "if aligned:")
+        w.put(depth + 1, "sfence()")
+        self.uses_nt = True
+
+    def _outer_offsets(self, depth: int, outer: list[int]) -> None:
+        """``so`` and ``do``: the source and destination offsets of outer-loop index ``o``."""
+        w = self.w
+        so = [str(self.ops[1].offset0)]
+        do = [str(self.ops[0].offset0)]
+        rest = "o"
+        for k, i in enumerate(reversed(outer)):
+            n = self.ir.nodes[i]
+            v = w.var("x")
+            w.put(depth, f"{v} = {rest} % {n.extent}")
+            if k < len(outer) - 1:
+                r = w.var("r")
+                w.put(depth, f"{r} = {rest} // {n.extent}")
+                rest = r
+            so.append(f"{v} * {n.strides[1]}")
+            do.append(f"{v} * {n.strides[0]}")
+        w.put(depth, "so = " + " + ".join(so))
+        w.put(depth, "do = " + " + ".join(do))
+
+    def _render_panel(self, depth: int) -> None:
+        """A transpose into short destination rows that follow one another (``Plan.panel``).
+
+        Job = (outer loops) x (block of V destination rows). The block's rows are one
+        contiguous panel of V*A elements: its tiles fill ``stage`` (row c at c*A), and
+        the stage is copied to the destination as whole aligned lines (``gather(1, q)``,
+        non-temporal), with plain stores for the partial first and last line. A
+        destination not aligned to its element size gets the tiles written straight
+        into it with plain stores.
+        """
+        p = self.plan
+        t = p.tile
+        assert t is not None and t.b is not None
+        w = self.w
+        A, B = self.ir.nodes[t.a], self.ir.nodes[t.b]
+        dsz = self.ops[0].dtype.size
+        q = max(1, 64 // dsz)
+        sA, dB = A.strides[1], B.strides[0]
+        assert sA is not None and dB == A.extent
+        outer = [i for i in range(len(self.ir.nodes)) if i not in t.nodes]
+        nbb = -(-B.extent // t.V)
+        nfull = B.extent // t.V
+        btail = B.extent % t.V
+        line = self._micro(("gather", 1, q, 1, True), str(self.ops[0].dtype), str(self.ops[0].dtype))
+
+        def tiles(dep: int, cols: int, target: str) -> None:
+            """Tile calls for all A rows x ``cols`` columns at j (groups of R*M rows, then a tail)."""
+            G = t.R * t.M
+            ngf = A.extent // G
+            if ngf:
+                w.put(dep, f"for a0 in range(0, {ngf * G}, {G}):")
+                for r0 in range(0, G, t.R):
+                    fn = self._micro(("tile", t.R, cols, t.R, cols, False, False))
+                    so = f"so + (a0 + {r0}) * {sA} + j"
+                    if target == "stage":
+                        w.put(dep + 1, f"{fn}(src, {so}, {sA}, stage, a0 + {r0}, {A.extent})")
+                    else:
+                        w.put(dep + 1, f"{fn}(src, {so}, {sA}, dst, do + a0 + {r0} + j * {dB}, {dB})")
+            for r0 in range(ngf * G, A.extent, t.R):
+                rr = min(t.R, A.extent - r0)
+                fn = self._micro(("tile", rr, cols, rr, cols, False, False))
+                so = f"so + {r0} * {sA} + j"
+                if target == "stage":
+                    w.put(dep, f"{fn}(src, {so}, {sA}, stage, {r0}, {A.extent})")
+                else:
+                    w.put(dep, f"{fn}(src, {so}, {sA}, dst, do + {r0} + j * {dB}, {dB})")
+
+        def fill(dep: int, target: str) -> None:
+            cases = [(f"jb < {nfull}", t.V)] if nfull else []
+            if btail:
+                cases.append(("True", btail))
+            for k, (cond, cols) in enumerate(cases):
+                d2 = dep
+                if len(cases) > 1:
+                    w.put(dep, f"if {cond}:" if k == 0 else "else:")
+                    d2 = dep + 1
+                tiles(d2, cols, target)
+
+        w.put(depth, "dbase = dst.ctypes.data")
+        w.put(depth, f"aligned = dbase % {dsz} == 0")
+        w.put(depth, f"de = dbase // {dsz}")
+        w.put(depth, f"stage = np.empty({t.V * A.extent}, np.{numba_type(self.ops[0].dtype)})")
+        w.put(depth, "for it in range(lo, hi):")
+        d = depth + 1
+        w.put(d, f"o = it // {nbb}")
+        w.put(d, f"jb = it - o * {nbb}")
+        self._outer_offsets(d, outer)
+        w.put(d, f"j = jb * {t.V}")
+        w.put(d, "if not aligned:")
+        fill(d + 1, "dst")
+        w.put(d + 1, "continue")
+        fill(d, "stage")
+        count = f"min({t.V}, {B.extent} - j) * {A.extent}" if btail else str(t.V * A.extent)
+        w.put(d, f"n = {count}")
+        w.put(d, f"start = do + j * {A.extent}")
+        w.put(d, f"h = min((-(de + start)) & {q - 1}, n)")
+        w.put(d, "for x in range(h):")
+        w.put(d + 1, f"dst[{_ix('start + x')}] = stage[{_ix('x')}]")
+        w.put(d, "p = h")
+        w.put(d, f"while p + {q} <= n:")
+        w.put(d + 1, f"{line}(stage, p, 0, dst, start + p)")
+        w.put(d + 1, f"p += {q}")
+        w.put(d, "for x in range(p, n):")
+        w.put(d + 1, f"dst[{_ix('start + x')}] = stage[{_ix('x')}]")
         w.put(depth, "if aligned:")
         w.put(depth + 1, "sfence()")
         self.uses_nt = True

@@ -243,6 +243,7 @@ class Plan:
     notes: tuple[str, ...] = ()
     chunk: int = 0  # stream: elements per job along the run (0: whole runs)
     shifted: bool = False  # transpose into misaligned dst rows: lines realigned through a stage
+    panel: bool = False  # transpose into short contiguous dst rows: whole panels staged, then lines
     nt_split: bool = True  # NT stores also when the jobs are split between threads
 
     @property
@@ -295,7 +296,7 @@ class Plan:
         lines = [format_ir(self.ir), ""]
         order = self.loop_order()
         par = order[: self.parallel]
-        if self.shifted:
+        if self.shifted or self.panel:
             assert self.tile is not None and self.tile.b is not None
             lines.append(f"parallel: {self.jobs} jobs over the outer loops x blocks of {self.tile.V} along "
                          f"{nm(self.tile.b)}; {'serial' if self.serial else 'split between threads'} "
@@ -349,6 +350,13 @@ class Plan:
                          "stage, and every row's elements are realigned (a carry of under one line per row "
                          "between row groups) so that all but a row's first and last line are written as "
                          f"whole aligned non-temporal lines; {self.shift_panel * (t.V if t else 0)} rows per panel")
+        elif self.panel:
+            assert t is not None
+            a = self.nodes[t.a]
+            lines.append(f"stores: destination rows of {a.extent} elements, one after another, do not start on "
+                         f"64-byte lines: the tiles of a block of {t.V} rows go to a stage (one contiguous panel "
+                         f"of {t.V * a.extent} elements), which is written as whole aligned non-temporal lines "
+                         "(plain stores for the panel's partial first and last line)")
         elif t is not None:
             how = "plain"
             if self.nt:
@@ -499,12 +507,13 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         # fewer columns: half lines are plain stores, each paying an ownership read.
         R = min(a.extent, row_elems, MAX_TILE_ROWS)
         rows_contig = rows_contig and R == a.extent
-        # Source rows a multiple of 4 KB apart share one L1 set, so a row's line does not
-        # survive until the next tile reads it: such tiles read more of each line at once,
-        # and their network spills (s8 ab -> ba 8192x8192: 1.5x copy at 1 thread with 2 KB
-        # tiles, 2.1x with 1 KB ones).
-        net = MAX_TILE_NET_REGS * (2 if (a.strides[1] * ssz) % 4096 == 0 else 1)
-        V = min(V, max(1, MAX_TILE_SRC_BYTES // (R * ssz)), max(1, net * vbytes // (R * min(ssz, dsz))))
+    # Source rows a multiple of 4 KB apart share one L1 set, so a row's line does not
+    # survive until the next tile reads it: such tiles read more of each line at once,
+    # and their network spills (s8 ab -> ba 8192x8192: 1.5x copy at 1 thread with 2 KB
+    # tiles, 2.1x with 1 KB ones).
+    net = MAX_TILE_NET_REGS * (2 if (a.strides[1] * ssz) % 4096 == 0 else 1)
+    Rp = 1 << (R - 1).bit_length()  # the network works on R and V rounded up to powers of two
+    V = min(V, max(1, MAX_TILE_SRC_BYTES // (Rp * ssz)), max(1, net * vbytes // (Rp * min(ssz, dsz))))
     # Source rows read side by side: a blocked destination (whole blocks written) prefers
     # fewer streams than a full transpose (measured on Zen 5: 16 vs 32).
     streams = READ_STREAMS_BLOCKED if rows_contig else READ_STREAMS
@@ -698,6 +707,15 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         one_rule = _wide_groups(ir, tile) or _block_local(ir, tile)
         nt = moved >= (nt_split_min_bytes(tile) if one_rule else nt_min_bytes(tile))
     if (allow_shift and tile is not None and not nt and moved >= nt_split_min_bytes(tile)
+            and _panel_possible(ir, tile)):
+        assert tile.b is not None
+        outer = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
+        n_outer = 1
+        for i in outer:
+            n_outer *= ir.nodes[i].extent
+        nbb = -(-ir.nodes[tile.b].extent // tile.V)
+        return Plan(ir, tile, len(outer), n_outer * nbb, vb, True, moved, tuple(notes), 0, panel=True)
+    if (allow_shift and tile is not None and not nt and moved >= nt_split_min_bytes(tile)
             and _shift_possible(ir, tile)):
         assert tile.b is not None
         outer = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
@@ -792,6 +810,34 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
         return False
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     return a.strides[0] == 1 and b.strides[1] == 1 and a.extent >= 2 * group
+
+
+#: Largest stage of a panel plan (V destination rows of A elements each).
+PANEL_MAX_BYTES = 32 * 1024
+
+
+def _panel_possible(ir: LoopIR, tile: TileSpec) -> bool:
+    """Whether a transpose's destination rows are short, contiguous and off the lines (``Plan.panel``).
+
+    Rows of A elements that follow one another (destination stride of B == A's extent:
+    nhwc -> nchw, HxW = 7x7 or 14x14) form one contiguous panel per block of V rows;
+    when the rows do not start on lines and a panel fits a small stage, the tiles fill
+    the stage and the panel is written as whole lines, instead of realigning every
+    short row (whose first and last lines would be partial). Rows of at most a line
+    keep their whole-block tiles, which write the panel directly (8-bit 7x7: 1.7x copy
+    direct, 2.2x staged). No padding, index-computed offsets or extra operands.
+    """
+    if (tile.kind != "transpose" or tile.rows_contiguous or tile.b is None or tile.c is not None
+            or tile.a2 is not None or len(ir.operands) != 2):
+        return False
+    if any(r.valid != r.extent or r.write != r.extent for r in ir.dims):
+        return False
+    if any(n.strides[0] is None or n.strides[1] is None for n in ir.nodes):
+        return False
+    dsz = ir.operands[0].dtype.size
+    a, b = ir.nodes[tile.a], ir.nodes[tile.b]
+    return (a.strides[0] == 1 and b.strides[1] == 1 and b.strides[0] == a.extent
+            and (a.extent * dsz) % 64 != 0 and tile.V * a.extent * dsz <= PANEL_MAX_BYTES)
 
 
 def _nt_possible(ir: LoopIR, tile: TileSpec) -> bool:

@@ -25,6 +25,7 @@ M = lj.MemoryDesc
 def shifted_nt(request):
     mp = pytest.MonkeyPatch()
     mp.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    mp.setattr(plan_mod, "PANEL_MAX_BYTES", 0)  # short rows take the panel plan (test_panel.py)
     yield
     mp.undo()
 
@@ -61,6 +62,14 @@ def test_shifted_plan_is_explained(shifted_nt):
 def test_aligned_rows_keep_the_direct_plan(shifted_nt):
     k = lj.compile_reorder(M((96, 128), "f32", "ab"), M((96, 128), "f32", "ba"))
     assert not k.plan.shifted and k.plan.nt
+
+
+def test_long_rows_are_shifted_short_ones_staged_as_panels(shifted_nt, monkeypatch):
+    monkeypatch.setattr(plan_mod, "PANEL_MAX_BYTES", 32 * 1024)
+    short = lj.compile_reorder(M((95, 131), "f32", "ab"), M((95, 131), "f32", "ba"))
+    assert short.plan.panel and not short.plan.shifted  # 16 rows of 95: a 6 KB panel
+    long = lj.compile_reorder(M((601, 131), "f32", "ab"), M((601, 131), "f32", "ba"))
+    assert long.plan.shifted and not long.plan.panel  # 16 rows of 601: 38 KB
 
 
 def test_stage_path_without_the_register_path(shifted_nt, monkeypatch):

@@ -1,0 +1,81 @@
+"""Transposes into short destination rows that follow one another (``Plan.panel``).
+
+nhwc -> nchw with 7x7 or 14x14 pixels writes rows of 49 or 196 elements, one after
+another and off the 64-byte lines. The planner stages a block of V such rows (one
+contiguous panel) and writes it as whole aligned lines. The tests force that plan on
+small tensors (the NT size threshold patched to 0) and check every byte: tails in both
+tile directions, outer loops, conversions, every element size, destination buffers at
+several offsets within a line (an offset that misaligns the element type takes the
+plain-store path), at 1 and 2 threads, with guard bytes around the destination.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+
+M = lj.MemoryDesc
+NT_MIN_BYTES = plan_mod.NT_MIN_BYTES  # the threshold as configured, before the fixture patches it
+
+
+@pytest.fixture(scope="module")
+def panel_nt():
+    mp = pytest.MonkeyPatch()
+    mp.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    yield
+    mp.undo()
+
+
+CASES = [
+    ((2, 40, 7, 7), "nhwc", "nchw", "f32", "f32"),      # rows of 49, a tail block of 8 channels
+    ((3, 37, 6, 6), "acdb", "abcd", "f32", "bf16"),    # conversion, 2-byte lines, tails
+    ((2, 70, 5, 7), "nhwc", "nchw", "bf16", "bf16"),   # rows of 35: a 32-row tile and 3
+    ((2, 130, 9, 9), "nhwc", "nchw", "s8", "s8"),      # 1-byte rows of 81: 64-row tiles + a tail
+    ((43, 23), "ab", "ba", "f64", "f64"),              # 8-byte elements, no outer loop
+    ((2, 33, 14, 14), "nhwc", "nchw", "f32", "s8"),    # f32 -> s8, rows of 196
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
+def test_panel_transpose_is_exact(panel_nt, dims, stag, dtag, sdt, ddt):
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = lj.compile_reorder(s, d)
+    assert k.plan.panel and not k.plan.shifted, k.plan.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    n = d.get_size()
+    expect = ref.reorder(x, s, d, np.zeros(n // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 24, 1}))
+
+
+def test_panel_plan_is_explained(panel_nt):
+    k = lj.compile_reorder(M((2, 40, 7, 7), "f32", "nhwc"), M((2, 40, 7, 7), "f32", "nchw"))
+    text = k.plan.describe()
+    assert "stage" in text and "panel of 784 elements" in text and "blocks of 16" in text
+    assert "stage = np.empty(784" in k.source
+
+
+def test_panel_needs_short_misaligned_rows(panel_nt):
+    # rows of 56x56 f32 (12544 B) start on lines: the direct NT plan
+    k = lj.compile_reorder(M((1, 32, 56, 56), "f32", "nhwc"), M((1, 32, 56, 56), "f32", "nchw"))
+    assert not k.plan.panel and k.plan.nt
+    # rows of 1000 f32 are off the lines, but a panel of 16 would be 64 KB: realigned rows
+    k = lj.compile_reorder(M((1000, 40), "f32", "ab"), M((1000, 40), "f32", "ba"))
+    assert not k.plan.panel and k.plan.shifted
+    # rows of at most a line: whole-block tiles write each panel directly
+    k = lj.compile_reorder(M((2, 70, 3, 7), "bf16", "nhwc"), M((2, 70, 3, 7), "bf16", "nchw"))
+    assert not k.plan.panel and k.plan.tile.rows_contiguous
+    # padded destinations never take it
+    k = lj.compile_reorder(M((2, 20, 7, 7), "f32", "nhwc"), M((2, 20, 7, 7), "f32", "nChw16c"))
+    assert not k.plan.panel
+
+
+def test_panel_off_below_the_nt_size(monkeypatch):
+    """At the normal thresholds a small transpose keeps plain stores straight into dst."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", NT_MIN_BYTES)
+    k = lj.compile_reorder(M((2, 41, 7, 7), "f32", "nhwc"), M((2, 41, 7, 7), "f32", "nchw"))
+    assert not k.plan.panel and not k.plan.nt
