@@ -1144,12 +1144,15 @@ class KernelWriter:
             nuni += 1
 
         def emit_group(dep: int, gr: list, base: str, uniform: bool) -> None:
-            if in_regs and len(gr) > 1 and A.extent > B.extent:
+            if in_regs and len(gr) > 1 and A.extent > B.extent and t.R <= ROWS_INNER_MAX_RUNS:
                 # the shorter node innermost: each row's few runs in turn (nhwc -> nChw16c:
                 # a pixel's 7 blocks, read in order, one line to each plane; C=100: 1.5-2.3x
                 # copy -> 1.5-1.7x; C=256 with NT: 0.98 -> 0.94). With the rows the shorter
                 # node (nChw16c -> nhwc: 16 blocks per pixel) the columns stay outer: each
-                # pixel is written whole (0.62-0.71x copy; rows outer 1.48-1.55x).
+                # pixel is written whole (0.62-0.71x copy; rows outer 1.48-1.55x). Calls that
+                # pack several runs into a line (f32 -> bf16/s8 into nChw16c) keep the
+                # columns outer too: each plane then gets M lines in a row (nhwc -> nChw16c,
+                # C=256, 1 thread: bf16 1.7x copy -> 1.2x, s8 1.95x -> 1.75x).
                 for ch in gr:
                     emit_columns(dep, [ch], base, gr[0][0])
                 return
@@ -1381,6 +1384,10 @@ class KernelWriter:
         e = self.w.var("e")
         self.w.put(depth, f"for {e} in range({lo}, {hi}):")
         self._elem(depth + 1, f"{do} + {e}", f"src[{_ix(f'{so} + {e}')}]", [])
+
+
+#: Runs-kind tiles gathering at most this many runs per call walk each row's runs innermost.
+ROWS_INNER_MAX_RUNS = 1
 
 
 def generate(plan: Plan, epilogue: Epilogue, title: str = "") -> str:

@@ -62,6 +62,10 @@ CASES: list[Case] = [
     _c((1, 512, 28, 28), "nchw", "nhwc", "transpose", quick=True),    # 1.6 MB
     _c((16, 128, 28, 28), "nhwc", "nchw", "transpose"),
     _c((64, 256, 128, 128), "nchw", "nhwc", "transpose", huge=True),  # 1 GiB
+    _c((256, 1024, 7, 7), "nhwc", "nchw", "transpose"),               # 51 MB, rows of 49
+    _c((128, 512, 14, 14), "nchw", "nhwc", "transpose"),              # 51 MB, planes of 196
+    _c((32, 256, 56, 56), "nchw", "nhwc", "transpose", "bf16", "bf16"),  # 51 MB, 2-byte
+    _c((64, 256, 56, 56), "nhwc", "nchw", "transpose", "s8", "s8"),   # 51 MB, 1-byte
     _c((32, 128, 1024), "ncw", "nwc", "transpose", quick=True),       # 16.8 MB
     _c((32, 1024, 128), "nwc", "ncw", "transpose"),
     _c((2, 64, 16, 56, 56), "ncdhw", "ndhwc", "transpose", quick=True),  # 25.7 MB
