@@ -9,11 +9,14 @@ Passes, in order (each is a function from IR to IR you can call and print):
    (oneDNN's ``prb_simplify``, HPTT's index fusion, CuTe's ``coalesce``).
 4. ``choose_tile`` -- when the destination's unit-stride node (A) differs from the
    source's unit-stride node (B), the nest is a transpose: A x B is done by an
-   R x V register tile (``simd.tile``) with R from the block/vector size, V from
-   the vector width, M micro tiles per macro tile so that ~32 source rows are read
-   side by side and at least two whole lines of each destination row are written
-   (``MIN_ROW_LINES``: 64 rows for f32 -> bf16); tails and zero padding become
-   smaller or zero-filled tiles.
+   R x V register tile (``simd.tile``) with R rows filling one destination line
+   (or the block), V from the vector width and a shuffle network of at most 16
+   registers (``MAX_TILE_NET_REGS``: spilling networks ran 2-2.5x slower), M micro
+   tiles per macro tile so that ~32 source rows are read side by side, at least two
+   whole lines of each destination row are written (``MIN_ROW_LINES``: 64 rows for
+   f32 -> bf16), and tiles reading part of each source line (16-/8-bit) read 8 KB a
+   step (``PARTIAL_LINE_STEP_BYTES``); tails and zero padding become smaller or
+   zero-filled tiles.
    Two digits can stand in for one: a short B whose source run continues into a
    node C gives columns over B x C placed by a table (``TileSpec.c``, oihw ->
    OIhw16i16o); a short A whose destination line continues into a node A2 gives
@@ -29,7 +32,9 @@ Passes, in order (each is a function from IR to IR you can call and print):
    transposes, the LLC for packed runs; the kernel reads its job range,
    ``Plan.nt_split``); transposes with plain stores into rows 1 KB
    or more apart read 256 rows per macro tile (``_wide_groups``); misaligned
-   destination rows are realigned onto whole lines (``Plan.shifted``).
+   destination rows are realigned onto whole lines (``Plan.shifted``), or, when
+   they are short and follow one another (nhwc -> nchw 7x7), a block of V rows is
+   staged and written as one run of whole lines (``Plan.panel``).
 
 Zero padding is never a guard in the main loop: codegen splits the loop over a
 padded dim's heaviest digit into a full range, one partial step and a zero
