@@ -169,3 +169,24 @@ def test_one_byte_tiles_take_a_whole_line_into_far_rows(dims, stag, dtag, dt, R)
         assert t.R * t.V <= net, k.plan.describe()
     for threads in ref.at_thread_counts((1, 2)):
         assert ref.kernel_matches_reference(k, seed=threads)
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, half", [
+    ((2, 160, 8, 8), "nhwc", "nchw", "f32", "f32", True),    # rows of 640 B follow each other
+    ((2, 150, 8, 8), "nhwc", "nchw", "f32", "bf16", True),   # conversion, a tail of 6 columns
+    ((2, 64, 8, 8), "nhwc", "nchw", "f32", "f32", False),    # rows of 256 B: full lines
+    ((1, 24, 40, 40), "nchw", "nhwc", "f32", "f32", False),  # rows of 6.4 KB: full lines
+])
+def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims, stag, dtag, sdt, ddt,
+                                                              half):
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    k = lj.compile_reorder(M(dims, sdt, stag), M(dims, ddt, dtag))
+    t = k.plan.tile
+    assert k.plan.nt and t.kind == "transpose", k.plan.describe()
+    noted = any(n.startswith("source rows follow one another") for n in k.plan.notes)
+    assert noted == half and t.V == (8 if half else 16), k.plan.describe()
+    if half:  # 8 KB of source per step along B (16 tiles of 16x8 f32), or as many as A has
+        step = plan_mod.PARTIAL_LINE_STEP_BYTES // (t.R * t.V * 4)
+        assert t.M == min(-(-k.plan.nodes[t.a].extent // t.R), step), k.plan.describe()
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads)
