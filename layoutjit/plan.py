@@ -34,7 +34,9 @@ Passes, in order (each is a function from IR to IR you can call and print):
    or more apart read 256 rows per macro tile (``_wide_groups``); misaligned
    destination rows are realigned onto whole lines (``Plan.shifted``), or, when
    they are short and follow one another (nhwc -> nchw 7x7), a block of V rows is
-   staged and written as one run of whole lines (``Plan.panel``).
+   staged and written as one run of whole lines (``Plan.panel``). NT transposes
+   whose source rows are short and follow one another read half a line of each
+   (``_half_line_tiles``).
 
 Zero padding is never a guard in the main loop: codegen splits the loop over a
 padded dim's heaviest digit into a full range, one partial step and a zero
@@ -823,20 +825,21 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
 
 
 HALF_LINE_TILES = True
-HALF_LINE_MIN_ROW = 512
+HALF_LINE_MIN_ROW = 256
 HALF_LINE_MAX_ROW = 4096
 
 
 def _half_line_tiles(ir: LoopIR, tile: TileSpec) -> bool:
     """Whether a transpose with NT stores should read half a line of each source row.
 
-    When the tile's source rows follow one another (source stride of A == B's extent:
-    nhwc -> nchw, nwc -> ncw, ab -> ba), the source of a macro tile is one contiguous
-    block. Tiles of half a line (f32: 16x8) with ``PARTIAL_LINE_STEP_BYTES`` per step
-    (256 rows) measured 0.85-1.0x copy at 1 thread where full-line tiles (16x16, 32 rows)
-    took 1.27-1.35x (nhwc -> nchw, C=128 and 256, 51-205 MB; 2 threads 0.7-0.9x vs
-    1.0-1.1x; f32 -> bf16 1.66x -> 1.20x); sources whose rows are apart (nchw -> nhwc)
-    measured 0-6% slower with them, so keep full lines.
+    When the tile's source rows follow one another (source stride of A == B's extent)
+    and are short (256 B to 4 KB: nhwc -> nchw with C = 64..1023 f32), the source of a
+    macro tile is one contiguous block. Tiles of half a line (f32: 16x8) with
+    ``PARTIAL_LINE_STEP_BYTES`` per step (256 rows) measured 0.85-1.0x copy at 1 thread
+    where full-line tiles (16x16, 32 rows) took 1.27-1.35x (nhwc -> nchw, C=128 and 256,
+    51-205 MB; 2 threads 0.7-0.9x vs 1.0-1.1x; f32 -> bf16 1.66x -> 1.20x; C=64
+    1.59x -> 1.34x). Longer rows (nchw -> nhwc: planes of 12 KB; ab -> ba) measured
+    0-6% slower with them, rows of one block (nChw16c -> nchw: 64 B) 15% slower.
     """
     if (tile.kind != "transpose" or tile.rows_contiguous or tile.b is None or tile.c is not None
             or tile.a2 is not None or len(ir.operands) != 2):

@@ -174,7 +174,7 @@ def test_one_byte_tiles_take_a_whole_line_into_far_rows(dims, stag, dtag, dt, R)
 @pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, half", [
     ((2, 160, 8, 8), "nhwc", "nchw", "f32", "f32", True),    # rows of 640 B follow each other
     ((2, 150, 8, 8), "nhwc", "nchw", "f32", "bf16", True),   # conversion, a tail of 6 columns
-    ((2, 64, 8, 8), "nhwc", "nchw", "f32", "f32", False),    # rows of 256 B: full lines
+    ((2, 48, 8, 8), "nhwc", "nchw", "f32", "f32", False),    # rows of 192 B: full lines
     ((1, 24, 40, 40), "nchw", "nhwc", "f32", "f32", False),  # rows of 6.4 KB: full lines
 ])
 def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims, stag, dtag, sdt, ddt,
