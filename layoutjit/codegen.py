@@ -368,24 +368,11 @@ class KernelWriter:
         def tiles(dep: int, rows: int, cols: int, target: str) -> None:
             """Tile calls for ``rows`` source rows x ``cols`` columns at (a0, j)."""
             for r0 in range(0, rows, t.R):
-                rr = min(t.R, rows - r0)
-                fn = self._micro(("tile", rr, cols, rr, cols, False, False))
-                so = f"so + (a0 + {r0}) * {sA} + j"
-                if target == "stage":
-                    w.put(dep, f"{fn}(src, {so}, {sA}, stage, {q + r0}, {row})")
-                else:
-                    w.put(dep, f"{fn}(src, {so}, {sA}, dst, do + a0 + {r0} + j * {dB}, {dB})")
+                self._tile_call(dep, min(t.R, rows - r0), cols, f"(a0 + {r0})", target, f"{q + r0}", row)
 
         def fill(dep: int, target: str) -> None:
             """The tiles of group g for block jb (full or tail block, full or last group)."""
-            cases = [(f"jb < {nfull}", t.V)] if nfull else []
-            if btail:
-                cases.append(("True", btail))
-            for k, (cond, cols) in enumerate(cases):
-                d2 = dep
-                if len(cases) > 1:
-                    w.put(dep, ("if " if k == 0 else "else:") + (cond + ":" if k == 0 else ""))
-                    d2 = dep + 1
+            def group(d2: int, cols: int) -> None:
                 if ng > 1 and last != G:
                     w.put(d2, f"if g < {ng - 1}:")
                     tiles(d2 + 1, G, cols, target)
@@ -393,6 +380,7 @@ class KernelWriter:
                     tiles(d2 + 1, last, cols, target)
                 else:
                     tiles(d2, G if ng > 1 else last, cols, target)
+            self._block_cases(dep, nfull, btail, group)
 
         w.put(depth, "dbase = dst.ctypes.data")
         w.put(depth, f"aligned = dbase % {dsz} == 0")
@@ -464,6 +452,33 @@ class KernelWriter:
         w.put(depth + 1, "sfence()")
         self.uses_nt = True
 
+    def _tile_call(self, depth: int, rows: int, cols: int, a: str, target: str, stage_at: str,
+                   stage_stride: int) -> None:
+        """One tile of a staged transpose (``Plan.shifted``/``Plan.panel``): ``rows`` source rows
+        from row ``a`` x ``cols`` columns from ``j``, into ``stage`` (row c at ``stage_at +
+        c*stage_stride``) or, for ``target == "dst"``, straight into the destination."""
+        t = self.plan.tile
+        assert t is not None and t.b is not None
+        sA, dB = self.ir.nodes[t.a].strides[1], self.ir.nodes[t.b].strides[0]
+        fn = self._micro(("tile", rows, cols, rows, cols, False, False))
+        so = f"so + {a} * {sA} + j"
+        if target == "stage":
+            self.w.put(depth, f"{fn}(src, {so}, {sA}, stage, {stage_at}, {stage_stride})")
+        else:
+            self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, do + {a} + j * {dB}, {dB})")
+
+    def _block_cases(self, depth: int, nfull: int, btail: int, body: Callable[[int, int], None]) -> None:
+        """``body(depth, cols)`` for the full blocks (``jb < nfull``) and the tail block."""
+        t = self.plan.tile
+        assert t is not None
+        cases = [t.V] if nfull else []
+        if btail:
+            cases.append(btail)
+        for k, cols in enumerate(cases):
+            if len(cases) > 1:
+                self.w.put(depth, f"if jb < {nfull}:" if k == 0 else "else:")
+            body(depth + (len(cases) > 1), cols)
+
     def _outer_offsets(self, depth: int, outer: list[int]) -> None:
         """``so`` and ``do``: the source and destination offsets of outer-loop index ``o``."""
         w = self.w
@@ -515,31 +530,12 @@ class KernelWriter:
             if ngf:
                 w.put(dep, f"for a0 in range(0, {ngf * G}, {G}):")
                 for r0 in range(0, G, t.R):
-                    fn = self._micro(("tile", t.R, cols, t.R, cols, False, False))
-                    so = f"so + (a0 + {r0}) * {sA} + j"
-                    if target == "stage":
-                        w.put(dep + 1, f"{fn}(src, {so}, {sA}, stage, a0 + {r0}, {A.extent})")
-                    else:
-                        w.put(dep + 1, f"{fn}(src, {so}, {sA}, dst, do + a0 + {r0} + j * {dB}, {dB})")
+                    self._tile_call(dep + 1, t.R, cols, f"(a0 + {r0})", target, f"a0 + {r0}", A.extent)
             for r0 in range(ngf * G, A.extent, t.R):
-                rr = min(t.R, A.extent - r0)
-                fn = self._micro(("tile", rr, cols, rr, cols, False, False))
-                so = f"so + {r0} * {sA} + j"
-                if target == "stage":
-                    w.put(dep, f"{fn}(src, {so}, {sA}, stage, {r0}, {A.extent})")
-                else:
-                    w.put(dep, f"{fn}(src, {so}, {sA}, dst, do + {r0} + j * {dB}, {dB})")
+                self._tile_call(dep, min(t.R, A.extent - r0), cols, str(r0), target, str(r0), A.extent)
 
         def fill(dep: int, target: str) -> None:
-            cases = [(f"jb < {nfull}", t.V)] if nfull else []
-            if btail:
-                cases.append(("True", btail))
-            for k, (cond, cols) in enumerate(cases):
-                d2 = dep
-                if len(cases) > 1:
-                    w.put(dep, f"if {cond}:" if k == 0 else "else:")
-                    d2 = dep + 1
-                tiles(d2, cols, target)
+            self._block_cases(dep, nfull, btail, lambda d2, cols: tiles(d2, cols, target))
 
         w.put(depth, "dbase = dst.ctypes.data")
         w.put(depth, f"aligned = dbase % {dsz} == 0")

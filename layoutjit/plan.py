@@ -718,24 +718,19 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         notes.append(f"source rows follow one another: tiles read half a line of each "
                      f"({tile.V} columns), {tile.M * tile.R} rows per step")
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
-    if (allow_shift and tile is not None and not nt and moved >= nt_split_min_bytes(tile)
-            and _panel_possible(ir, tile)):
-        assert tile.b is not None
-        outer = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
-        n_outer = 1
-        for i in outer:
-            n_outer *= ir.nodes[i].extent
-        nbb = -(-ir.nodes[tile.b].extent // tile.V)
-        return Plan(ir, tile, len(outer), n_outer * nbb, vb, True, moved, tuple(notes), 0, panel=True)
-    if (allow_shift and tile is not None and not nt and moved >= nt_split_min_bytes(tile)
-            and _shift_possible(ir, tile)):
-        assert tile.b is not None
-        outer = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
-        n_outer = 1
-        for i in outer:
-            n_outer *= ir.nodes[i].extent
-        nbb = -(-ir.nodes[tile.b].extent // tile.V)
-        return Plan(ir, tile, len(outer), n_outer * nbb, vb, True, moved, tuple(notes), 0, shifted=True)
+    if allow_shift and tile is not None and not nt and moved >= nt_split_min_bytes(tile):
+        # destination rows off the lines: a short contiguous panel is staged whole, longer
+        # rows are realigned through a carry; both run jobs of (outer loops x blocks of B)
+        panel = _panel_possible(ir, tile)
+        if panel or _shift_possible(ir, tile):
+            assert tile.b is not None
+            outer = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
+            n_outer = 1
+            for i in outer:
+                n_outer *= ir.nodes[i].extent
+            nbb = -(-ir.nodes[tile.b].extent // tile.V)
+            return Plan(ir, tile, len(outer), n_outer * nbb, vb, True, moved, tuple(notes), 0,
+                        shifted=not panel, panel=panel)
     if tile is not None and not nt and _wide_groups(ir, tile):
         a = ir.nodes[tile.a]
         M = max(tile.M, min(-(-a.extent // tile.R), WIDE_GROUP_ROWS // tile.R))
@@ -798,6 +793,13 @@ def shift_group(R: int, q: int) -> int:
 SHIFT_CARRY_BYTES = 256 * 1024
 
 
+def _two_node_transpose(ir: LoopIR, tile: TileSpec) -> bool:
+    """A full transpose of A x B alone (no whole-block rows, table columns or line rows),
+    between src and dst only: the tiles the staged and half-line plans work with."""
+    return (tile.kind == "transpose" and not tile.rows_contiguous and tile.b is not None
+            and tile.c is None and tile.a2 is None and len(ir.operands) == 2)
+
+
 def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
     """Whether a transpose can realign its destination rows onto whole lines (``Plan.shifted``).
 
@@ -806,8 +808,7 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
     whole number of lines, no padding or index-computed offsets anywhere, and
     rows of at least two groups (else there is little to realign).
     """
-    if (tile.kind != "transpose" or tile.rows_contiguous or tile.b is None or tile.c is not None
-            or tile.a2 is not None or len(ir.operands) != 2):
+    if not _two_node_transpose(ir, tile) or tile.b is None:
         return False
     dsz = ir.operands[0].dtype.size
     if dsz not in (2, 4, 8):
@@ -824,6 +825,8 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
     return a.strides[0] == 1 and b.strides[1] == 1 and a.extent >= 2 * group
 
 
+#: Whether NT transposes of short source rows that follow one another read half lines
+#: (``_half_line_tiles``), for rows of HALF_LINE_MIN_ROW <= bytes < HALF_LINE_MAX_ROW.
 HALF_LINE_TILES = True
 HALF_LINE_MIN_ROW = 256
 HALF_LINE_MAX_ROW = 4096
@@ -841,8 +844,7 @@ def _half_line_tiles(ir: LoopIR, tile: TileSpec) -> bool:
     1.59x -> 1.34x). Longer rows (nchw -> nhwc: planes of 12 KB; ab -> ba) measured
     0-6% slower with them, rows of one block (nChw16c -> nchw: 64 B) 15% slower.
     """
-    if (tile.kind != "transpose" or tile.rows_contiguous or tile.b is None or tile.c is not None
-            or tile.a2 is not None or len(ir.operands) != 2):
+    if not _two_node_transpose(ir, tile) or tile.b is None:
         return False
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     ssz = ir.operands[1].dtype.size
@@ -851,6 +853,7 @@ def _half_line_tiles(ir: LoopIR, tile: TileSpec) -> bool:
 
 
 def _with_half_lines(ir: LoopIR, tile: TileSpec) -> TileSpec:
+    """The tile with half its columns and enough rows for ``PARTIAL_LINE_STEP_BYTES`` a step."""
     a = ir.nodes[tile.a]
     ssz = ir.operands[1].dtype.size
     V = tile.V // 2
@@ -873,8 +876,7 @@ def _panel_possible(ir: LoopIR, tile: TileSpec) -> bool:
     keep their whole-block tiles, which write the panel directly (8-bit 7x7: 1.7x copy
     direct, 2.2x staged). No padding, index-computed offsets or extra operands.
     """
-    if (tile.kind != "transpose" or tile.rows_contiguous or tile.b is None or tile.c is not None
-            or tile.a2 is not None or len(ir.operands) != 2):
+    if not _two_node_transpose(ir, tile) or tile.b is None:
         return False
     if any(r.valid != r.extent or r.write != r.extent for r in ir.dims):
         return False
