@@ -22,14 +22,6 @@ M = lj.MemoryDesc
 NT_MIN_BYTES = plan_mod.NT_MIN_BYTES  # the threshold as configured, before the fixture patches it
 
 
-@pytest.fixture(scope="module")
-def panel_nt():
-    mp = pytest.MonkeyPatch()
-    mp.setattr(plan_mod, "NT_MIN_BYTES", 0)
-    yield
-    mp.undo()
-
-
 CASES = [
     ((2, 40, 7, 7), "nhwc", "nchw", "f32", "f32"),      # rows of 49, a tail block of 8 channels
     ((3, 37, 6, 6), "acdb", "abcd", "f32", "bf16"),    # conversion, 2-byte lines, tails
@@ -41,7 +33,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
-def test_panel_transpose_is_exact(panel_nt, dims, stag, dtag, sdt, ddt):
+def test_panel_transpose_is_exact(nt_everywhere, dims, stag, dtag, sdt, ddt):
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
     k = lj.compile_reorder(s, d)
     assert k.plan.panel and not k.plan.shifted, k.plan.describe()
@@ -52,14 +44,14 @@ def test_panel_transpose_is_exact(panel_nt, dims, stag, dtag, sdt, ddt):
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 24, 1}))
 
 
-def test_panel_plan_is_explained(panel_nt):
+def test_panel_plan_is_explained(nt_everywhere):
     k = lj.compile_reorder(M((2, 40, 7, 7), "f32", "nhwc"), M((2, 40, 7, 7), "f32", "nchw"))
     text = k.plan.describe()
     assert "stage" in text and "panel of 784 elements" in text and "blocks of 16" in text
     assert "stage = np.empty(784" in k.source
 
 
-def test_panel_needs_short_misaligned_rows(panel_nt):
+def test_panel_needs_short_misaligned_rows(nt_everywhere):
     # rows of 56x56 f32 (12544 B) start on lines: the direct NT plan
     k = lj.compile_reorder(M((1, 32, 56, 56), "f32", "nhwc"), M((1, 32, 56, 56), "f32", "nchw"))
     assert not k.plan.panel and k.plan.nt

@@ -15,18 +15,9 @@ import numpy as np
 import pytest
 
 import layoutjit as lj
-import layoutjit.plan as plan_mod
 
 M = lj.MemoryDesc
 GUARD = 64
-
-
-@pytest.fixture(scope="module")
-def nt_everywhere():
-    mp = pytest.MonkeyPatch()
-    mp.setattr(plan_mod, "NT_MIN_BYTES", 0)
-    yield
-    mp.undo()
 
 
 def _guarded(nbytes: int, off: int):
