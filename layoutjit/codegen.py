@@ -237,6 +237,8 @@ class KernelWriter:
         for spec, name in self.tiles.items():
             if spec[0] == "tile_shift":
                 head.append(f"{name} = tile_shift({spec[1]!r})")
+            elif spec[0] == "prefetch":
+                head.append(f"{name} = prefetch({spec[1]})")
             elif spec[0] == "cols":
                 _, R, V, Rv, Vv, nt, sdt, ddt, post = spec
                 head.append(f"{name} = tile_cols({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, nt={nt}, "
@@ -912,6 +914,14 @@ class KernelWriter:
                     do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
                     xo = [f"{offs[k]} + ({aexpr}) * {A.strides[k]} + ({cexpr}) * {B.strides[k]}"
                           for k in range(len(self.ops))]
+                    if self.plan.prefetch and Rv and Vv:
+                        # this tile's share of the next group's source block: its own size,
+                        # at its position in the group's (column step, row tile) order
+                        G = t.M * t.R
+                        rel = f"{a0 - gr[0][0]}" + (f" + {av}" if av else "")
+                        pf = self._micro(("prefetch", -(-R * V * self.ops[1].dtype.size // 64) * 64))
+                        self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
+                                         f"({cexpr}) * {G} + ({rel}) * {V})")
                     self._emit_transpose(dep3, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo)
 
         if group_var is not None:

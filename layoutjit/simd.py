@@ -1139,3 +1139,40 @@ _sfence_impl.__name__ = _sfence_impl.__qualname__ = "sfence"
 #: ``sfence()``: store fence (``llvm.x86.sse.sfence``; a seq_cst fence elsewhere).  Call it
 #: after a run of non-temporal stores, before other threads may read the data.
 sfence = intrinsic(_sfence_impl)
+
+
+@functools.cache
+def _make_prefetch(nbytes: int):
+    def impl(typingctx, arr, off):
+        if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.layout != "C":
+            raise errors.TypingError(f"prefetch: needs a 1-D C-contiguous array, got {arr}")
+        if not isinstance(off, types.Integer):
+            raise errors.TypingError(f"prefetch: the offset must be an integer, got {off}")
+        sig = types.void(arr, types.int64)
+
+        def codegen(context, builder, sig, args):
+            a = context.make_array(sig.args[0])(context, builder, args[0])
+            i8p = ir.IntType(8).as_pointer()
+            base = builder.bitcast(builder.gep(a.data, [args[1]], inbounds=False), i8p)
+            for k in range(0, nbytes, 64):
+                _prefetch(builder, base, k)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    impl.__name__ = impl.__qualname__ = f"lj_prefetch_{nbytes}"
+    impl.__module__ = __name__
+    return intrinsic(impl)
+
+
+def prefetch(nbytes: int):
+    """A (memoized) Numba intrinsic ``p(arr, off)``: software prefetch (read, all cache levels)
+    of the ``nbytes`` bytes (one per 64-byte line) from element ``off`` of ``arr``.
+
+    A hint only: addresses outside the array are allowed (prefetches never fault), so a
+    caller may prefetch past the end of its data without a bounds check.
+    """
+    nbytes = int(nbytes)
+    if not 64 <= nbytes <= 16384 or nbytes % 64:
+        raise ValueError(f"prefetch: nbytes={nbytes} must be a multiple of 64 in 64..16384")
+    return _make_prefetch(nbytes)

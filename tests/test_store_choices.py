@@ -190,3 +190,36 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
         assert t.M == min(-(-k.plan.nodes[t.a].extent // t.R), step), k.plan.describe()
     for threads in ref.at_thread_counts((1, 2)):
         assert ref.kernel_matches_reference(k, seed=threads)
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, m", [
+    ((2, 208, 8, 8), "nchw", "nhwc", "f32", "f32", 4),     # rows of 256 B: 16x8 tiles, 64 rows a group
+    ((2, 208, 7, 7), "nchw", "nhwc", "f32", "f32", 2),     # 49 columns (a tail of 1), A has a tail
+    ((2, 224, 7, 7), "nchw", "nhwc", "f32", "bf16", 2),    # conversion: 32-row tiles, two a group
+    ((2, 256, 16, 16), "nhwc", "nchw", "s8", "s8", 4),     # 8-bit tiles keep their steps (not 1)
+    ((3008, 48), "ab", "ba", "f32", "f32", 2),             # no outer loop: groups are the jobs
+    ((2, 64, 8, 8), "nChw16c", "nchw", "f32", "f32", 0),   # rows one tile wide: read in order
+    ((1, 24, 40, 40), "nchw", "nhwc", "f32", "f32", 0),    # rows of 6.4 KB stream on their own
+])
+def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dtag, sdt, ddt, m):
+    """Short source rows that follow one another: each tile prefetches its share of the next
+    group's block (``Plan.prefetch``), groups of at most 64 rows for 4-byte sources; exact
+    at 1 and 2 threads, tails in both directions included."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    k = lj.compile_reorder(M(dims, sdt, stag), M(dims, ddt, dtag))
+    p, t = k.plan, k.plan.tile
+    assert p.nt and t.kind == "transpose", p.describe()
+    assert p.prefetch == (m != 0) and ("= prefetch(" in k.source) == (m != 0), p.describe()
+    if m:
+        assert any(n.startswith("prefetch:") for n in p.notes), p.describe()
+        assert t.M == m, p.describe()
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads)
+
+
+def test_prefetch_only_with_nt_stores():
+    """Tensors small enough for plain stores (they stay in cache) do not prefetch."""
+    dims = (2, 240, 8, 8)
+    k = lj.compile_reorder(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"))
+    assert not k.plan.nt and not k.plan.prefetch and "prefetch" not in k.source, k.plan.describe()
