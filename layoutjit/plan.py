@@ -36,7 +36,9 @@ Passes, in order (each is a function from IR to IR you can call and print):
    they are short and follow one another (nhwc -> nchw 7x7), a block of V rows is
    staged and written as one run of whole lines (``Plan.panel``). NT transposes
    whose source rows are short and follow one another read half a line of each
-   (``_half_line_tiles``).
+   (``_half_line_tiles``), and prefetch the next row group's source block, each tile
+   its share, in order (``Plan.prefetch``): the hardware fetches such blocks slowly
+   when the tiles sweep them a column step at a time.
 
 Zero padding is never a guard in the main loop: codegen splits the loop over a
 padded dim's heaviest digit into a full range, one partial step and a zero

@@ -402,6 +402,28 @@ def test_sfence_emitted():
         assert "sfence" in k.inspect_asm(k.signatures[0])
 
 
+def test_prefetch_lines_are_hints():
+    """``simd.prefetch(n)`` emits one prefetch per line and never faults, even far outside
+    the array (the planner prefetches the next group's block without a bounds check)."""
+    pf = simd.prefetch(256)
+    assert pf is simd.prefetch(256)
+    for bad in (0, 32, 100, 64 * 1024):
+        with pytest.raises(ValueError):
+            simd.prefetch(bad)
+
+    @numba.njit
+    def k(a, off):
+        pf(a, off)
+        return a[0]
+
+    a = np.ones(64, np.float32)
+    for off in (0, 60, 1 << 40, -(1 << 40)):
+        assert k(a, off) == 1.0
+    if simd._cv._is_x86():
+        asm = k.inspect_asm(k.signatures[0])
+        assert len(re.findall(r"\bprefetcht0\b", asm)) == 4, asm
+
+
 AVX2_SCRIPT = r'''
 import re, numpy as np, numba
 from layoutjit import simd
