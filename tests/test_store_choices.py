@@ -199,6 +199,7 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
     ((2, 256, 16, 16), "nhwc", "nchw", "s8", "s8", 4),     # 8-bit tiles keep their steps (not 1)
     ((3008, 48), "ab", "ba", "f32", "f32", 2),             # no outer loop: groups are the jobs
     ((2, 64, 8, 8), "nChw16c", "nchw", "f32", "f32", 0),   # rows one tile wide: read in order
+    ((2, 64, 14, 14), "nchw", "nChw16c", "f32", "f32", 0),  # tiles writing whole blocks: left out
     ((1, 24, 40, 40), "nchw", "nhwc", "f32", "f32", 0),    # rows of 6.4 KB stream on their own
 ])
 def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dtag, sdt, ddt, m):
