@@ -830,5 +830,6 @@ def test_tile_post_ops_validation_and_values():
     r, cc = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
     live[c.doff + cc.ravel() * c.dstride + r.ravel()] = True
     v = exp[live]
-    exp[live] = np.where(v > 0, v, v * np.float32(0.5))
+    with np.errstate(invalid="ignore"):  # random bit patterns: NaNs stay NaNs
+        exp[live] = np.where(v > 0, v, v * np.float32(0.5))
     np.testing.assert_array_equal(c.dst.view(np.uint32), exp.view(np.uint32))
