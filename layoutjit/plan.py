@@ -901,10 +901,11 @@ def _panel_possible(ir: LoopIR, tile: TileSpec) -> bool:
 
 #: Whether NT transposes of short source rows that follow one another prefetch
 #: (``_prefetch_rows``), for rows shorter than PREFETCH_MAX_ROW bytes; source rows per
-#: group for 4-byte (and wider) source elements.
+#: group for 4-byte (and wider) source elements; most bytes of a group's source block.
 PREFETCH_ROWS = True
 PREFETCH_MAX_ROW = 4096
 PREFETCH_GROUP_ROWS = 64
+PREFETCH_MAX_BLOCK = 128 * 1024
 
 
 def _prefetch_rows(ir: LoopIR, tile: TileSpec) -> bool:
@@ -924,7 +925,9 @@ def _prefetch_rows(ir: LoopIR, tile: TileSpec) -> bool:
     200000x48 1.36 -> 0.93; f32 -> bf16 nchw -> nhwc 14x14 2.32 -> 1.75 (1.74 -> 1.25);
     s8 nhwc -> nchw C=256 1.50 -> 1.37 (1.08 -> 0.93). Rows that are one tile wide are
     read in order already (nChw16c -> nchw: 0.61 without, 0.95 with), and rows of 4 KB
-    or more stream well on their own. Tiles that write whole blocks (nchw -> nChw16c) read
+    or more stream well on their own. The next block must be close: blocks of at most
+    ``PREFETCH_MAX_BLOCK`` (s8 nchw -> nhwc 56x56, 200-800 KB a group: 1.17 -> 1.32-1.48
+    with prefetch; at 128 KB and below no loss was seen). Tiles that write whole blocks (nchw -> nChw16c) read
     16 rows a group and were helped on 14x14 (1.55 -> 1.27) but hurt on 7x7 (1.00 -> 1.31)
     and 28x28 (0.80 -> 1.00): left out. Only with NT stores (data from memory).
     """
@@ -934,20 +937,23 @@ def _prefetch_rows(ir: LoopIR, tile: TileSpec) -> bool:
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     ssz = ir.operands[1].dtype.size
     return (a.strides[1] == b.extent and b.strides[1] == 1 and tile.V < b.extent
-            and b.extent * ssz < PREFETCH_MAX_ROW)
+            and b.extent * ssz < PREFETCH_MAX_ROW and tile.R * b.extent * ssz <= PREFETCH_MAX_BLOCK)
 
 
 def _with_prefetch_groups(ir: LoopIR, tile: TileSpec) -> TileSpec:
-    """Groups of ``PREFETCH_GROUP_ROWS`` rows for prefetching tiles of 4-byte elements.
+    """Groups of at most ``PREFETCH_MAX_BLOCK`` bytes, and of ``PREFETCH_GROUP_ROWS`` rows
+    for tiles of 4-byte elements.
 
     Measured (f32, 1 thread, ratio to copy, 16/32/64/128/256 rows): nchw -> nhwc 8x8:
     0.72/0.60/0.69/1.19/1.02, 14x14: 1.03/0.98/0.81/0.88/0.91; nhwc -> nchw C=64: 0.95/
     0.87/0.80/1.36/1.22. 16- and 8-bit tiles keep their longer steps (bf16 nchw -> nhwc
     14x14, 64/128/256 rows: 1.58/1.51/1.35; s8 nhwc -> nchw 64/512 rows: 1.40/1.35).
     """
-    if ir.operands[1].dtype.size < 4:
-        return tile
-    return replace(tile, M=max(1, min(tile.M, PREFETCH_GROUP_ROWS // tile.R)))
+    ssz = ir.operands[1].dtype.size
+    M = min(tile.M, max(1, PREFETCH_MAX_BLOCK // (tile.R * ir.nodes[tile.b].extent * ssz)))
+    if ssz >= 4:
+        M = min(M, max(1, PREFETCH_GROUP_ROWS // tile.R))
+    return replace(tile, M=M)
 
 
 def _nt_possible(ir: LoopIR, tile: TileSpec) -> bool:

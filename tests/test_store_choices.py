@@ -198,14 +198,16 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
     ((2, 224, 7, 7), "nchw", "nhwc", "f32", "bf16", 2),    # conversion: 32-row tiles, two a group
     ((2, 256, 16, 16), "nhwc", "nchw", "s8", "s8", 4),     # 8-bit tiles keep their steps (not 1)
     ((3008, 48), "ab", "ba", "f32", "f32", 2),             # no outer loop: groups are the jobs
+    ((2, 512, 30, 30), "nchw", "nhwc", "bf16", "bf16", 2),  # 128 KB blocks at most: 2 of 8 tiles
+    ((1, 128, 48, 48), "nchw", "nhwc", "s8", "s8", 0),     # one tile's rows span 144 KB: left out
     ((2, 64, 8, 8), "nChw16c", "nchw", "f32", "f32", 0),   # rows one tile wide: read in order
     ((2, 64, 14, 14), "nchw", "nChw16c", "f32", "f32", 0),  # tiles writing whole blocks: left out
     ((1, 24, 40, 40), "nchw", "nhwc", "f32", "f32", 0),    # rows of 6.4 KB stream on their own
 ])
 def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dtag, sdt, ddt, m):
     """Short source rows that follow one another: each tile prefetches its share of the next
-    group's block (``Plan.prefetch``), groups of at most 64 rows for 4-byte sources; exact
-    at 1 and 2 threads, tails in both directions included."""
+    group's block (``Plan.prefetch``), groups of at most 64 rows for 4-byte sources and of
+    at most 128 KB; exact at 1 and 2 threads, tails in both directions included."""
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
     k = lj.compile_reorder(M(dims, sdt, stag), M(dims, ddt, dtag))
