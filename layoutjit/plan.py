@@ -949,6 +949,7 @@ def _with_prefetch_groups(ir: LoopIR, tile: TileSpec) -> TileSpec:
     0.87/0.80/1.36/1.22. 16- and 8-bit tiles keep their longer steps (bf16 nchw -> nhwc
     14x14, 64/128/256 rows: 1.58/1.51/1.35; s8 nhwc -> nchw 64/512 rows: 1.40/1.35).
     """
+    assert tile.b is not None
     ssz = ir.operands[1].dtype.size
     M = min(tile.M, max(1, PREFETCH_MAX_BLOCK // (tile.R * ir.nodes[tile.b].extent * ssz)))
     if ssz >= 4:
