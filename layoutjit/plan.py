@@ -716,17 +716,23 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         # plain, and for local permutations (both sides contiguous per tile: streaming)
         one_rule = _wide_groups(ir, tile) or _block_local(ir, tile)
         nt = moved >= (nt_split_min_bytes(tile) if one_rule else nt_min_bytes(tile))
-    if nt and tile is not None and HALF_LINE_TILES and _half_line_tiles(ir, tile):
+    half = bool(nt and tile is not None and HALF_LINE_TILES and _half_line_tiles(ir, tile))
+    if half:
+        assert tile is not None
         tile = _with_half_lines(ir, tile)
-        notes.append(f"source rows follow one another: tiles read half a line of each "
-                     f"({tile.V} columns), {tile.M * tile.R} rows per step")
-        parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     prefetch = bool(nt and tile is not None and PREFETCH_ROWS and _prefetch_rows(ir, tile))
     if prefetch:
         assert tile is not None
         tile = _with_prefetch_groups(ir, tile)
-        notes.append(f"prefetch: the source rows follow one another; each tile prefetches its share "
-                     f"of the next group's block ({tile.M * tile.R} rows per group)")
+    if half or prefetch:
+        assert tile is not None
+        rows = f"{tile.M * tile.R} rows per step"
+        if half:
+            notes.append(f"source rows follow one another: tiles read half a line of each "
+                         f"({tile.V} columns)" + ("" if prefetch else f", {rows}"))
+        if prefetch:
+            notes.append(f"prefetch: the source rows follow one another; each tile prefetches its "
+                         f"share of the next group's block ({rows})")
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     if allow_shift and tile is not None and not nt and moved >= nt_split_min_bytes(tile):
         # destination rows off the lines: a short contiguous panel is staged whole, longer
