@@ -1197,6 +1197,13 @@ class KernelWriter:
                             for r in rows]
                     xo = [f"{offs[k]} + ({aexpr}) * {A.strides[k]} + ({cexpr}) * {B.strides[k]}"
                           for k in range(len(self.ops))]
+                    if self.plan.prefetch and any(v for v, _ in lens):
+                        # this call's share of the next group's source block (R runs)
+                        G = t.M * t.R
+                        pf = self._micro(("prefetch", -(-R * L.extent * self.ops[1].dtype.size // 64) * 64))
+                        gb = base if base != "0" else str(first_row)
+                        self.w.put(d2, f"{pf}(src, {offs[1]} + ({gb} + {G}) * {sA} + ({cexpr}) * {G * L.extent}"
+                                       f" + {rel * L.extent})")
                     self._emit_runs(d2, so, do, sA, L, lens, nt, dsz, A, xo)
 
         if group_var is not None:

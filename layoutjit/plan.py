@@ -38,7 +38,8 @@ Passes, in order (each is a function from IR to IR you can call and print):
    whose source rows are short and follow one another read half a line of each
    (``_half_line_tiles``), and prefetch the next row group's source block, each tile
    its share, in order (``Plan.prefetch``): the hardware fetches such blocks slowly
-   when the tiles sweep them a column step at a time.
+   when the tiles sweep them a column step at a time; so do runs packed several to a
+   line (nhwc -> nChw8c, f32 -> bf16 into nChw16c).
 
 Zero padding is never a guard in the main loop: codegen splits the loop over a
 padded dim's heaviest digit into a full range, one partial step and a zero
@@ -720,10 +721,12 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     if half:
         assert tile is not None
         tile = _with_half_lines(ir, tile)
-    prefetch = bool(nt and tile is not None and PREFETCH_ROWS and _prefetch_rows(ir, tile))
+    prefetch = bool(nt and tile is not None and PREFETCH_ROWS
+                    and (_prefetch_rows(ir, tile) or _prefetch_runs(ir, tile)))
     if prefetch:
         assert tile is not None
-        tile = _with_prefetch_groups(ir, tile)
+        if tile.kind == "transpose":
+            tile = _with_prefetch_groups(ir, tile)
     if half or prefetch:
         assert tile is not None
         rows = f"{tile.M * tile.R} rows per step"
@@ -731,8 +734,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
             notes.append(f"source rows follow one another: tiles read half a line of each "
                          f"({tile.V} columns)" + ("" if prefetch else f", {rows}"))
         if prefetch:
-            notes.append(f"prefetch: the source rows follow one another; each tile prefetches its "
-                         f"share of the next group's block ({rows})")
+            notes.append(f"prefetch: the source rows follow one another; each micro-kernel call "
+                         f"prefetches its share of the next group's block ({rows})")
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     if allow_shift and tile is not None and not nt and moved >= nt_split_min_bytes(tile):
         # destination rows off the lines: a short contiguous panel is staged whole, longer
@@ -944,6 +947,27 @@ def _prefetch_rows(ir: LoopIR, tile: TileSpec) -> bool:
     ssz = ir.operands[1].dtype.size
     return (a.strides[1] == b.extent and b.strides[1] == 1 and tile.V < b.extent
             and b.extent * ssz < PREFETCH_MAX_ROW and tile.R * b.extent * ssz <= PREFETCH_MAX_BLOCK)
+
+
+def _prefetch_runs(ir: LoopIR, tile: TileSpec) -> bool:
+    """The same for runs packed into lines (kind "lines"): rows of B x L that follow one
+    another, swept a column (one run per row) at a time, several runs per call.
+
+    Each call prefetches its share (its R runs) of the next group's block. Measured at 1
+    thread (2 threads), 205 MB, ratio to copy, without -> with: nhwc -> nChw8c 1.25 ->
+    0.68 (0.88 -> 0.74); f32 -> bf16 nhwc -> nChw16c 1.26 -> 0.98 (1.23 -> 0.94). Runs of a
+    whole line are one per call and read the rows in order (nhwc -> nChw16c f32: 0.63
+    without, 0.80 with), so do rows of one line (nChw16c -> nChw8c: 0.58 -> 0.66), and
+    blocks above ``PREFETCH_MAX_BLOCK`` are too far ahead (nChw16c -> nhwc, a whole image
+    per group: 0.77 -> 0.92): all left out.
+    """
+    if tile.kind != "lines" or tile.l is None or tile.b is None or tile.R < 2 or len(ir.operands) != 2:
+        return False
+    a, b, run = ir.nodes[tile.a], ir.nodes[tile.b], ir.nodes[tile.l]
+    ssz = ir.operands[1].dtype.size
+    row = b.extent * run.extent * ssz
+    return (a.strides[1] == b.extent * run.extent and b.strides[1] == run.extent
+            and 64 < row and tile.M * tile.R * row <= PREFETCH_MAX_BLOCK)
 
 
 def _with_prefetch_groups(ir: LoopIR, tile: TileSpec) -> TileSpec:

@@ -203,16 +203,23 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
     ((2, 64, 8, 8), "nChw16c", "nchw", "f32", "f32", 0),   # rows one tile wide: read in order
     ((2, 64, 14, 14), "nchw", "nChw16c", "f32", "f32", 0),  # tiles writing whole blocks: left out
     ((1, 24, 40, 40), "nchw", "nhwc", "f32", "f32", 0),    # rows of 6.4 KB stream on their own
+    # runs packed into lines ("lines"): each call prefetches its share of the next group
+    ((2, 64, 8, 8), "nhwc", "nChw8c", "f32", "f32", 8),     # 2 runs of 8 a call, 16 pixels a group
+    ((2, 40, 8, 7), "nhwc", "nChw8c", "f32", "f32", 8),     # C=40: 5 blocks, 56 pixels
+    ((2, 64, 8, 8), "nhwc", "nChw16c", "f32", "bf16", 8),   # conversion: 2 runs of 16 a line
+    ((2, 64, 8, 8), "nhwc", "nChw16c", "f32", "f32", 0),    # one run a line: rows read in order
+    ((2, 64, 8, 8), "nChw16c", "nChw8c", "f32", "f32", 0),  # rows of one line: read in order
 ])
 def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dtag, sdt, ddt, m):
-    """Short source rows that follow one another: each tile prefetches its share of the next
-    group's block (``Plan.prefetch``), groups of at most 64 rows for 4-byte sources and of
-    at most 128 KB; exact at 1 and 2 threads, tails in both directions included."""
+    """Short source rows that follow one another: each micro-kernel call prefetches its share
+    of the next group's block (``Plan.prefetch``), groups of at most 64 rows for 4-byte
+    sources and of at most 128 KB; exact at 1 and 2 threads, tails in both directions."""
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
     k = lj.compile_reorder(M(dims, sdt, stag), M(dims, ddt, dtag))
     p, t = k.plan, k.plan.tile
-    assert p.nt and t.kind == "transpose", p.describe()
+    lines = "C" in dtag and stag != "nchw"
+    assert p.nt and t.kind == ("lines" if lines else "transpose"), p.describe()
     assert p.prefetch == (m != 0) and ("= prefetch(" in k.source) == (m != 0), p.describe()
     if m:
         assert any(n.startswith("prefetch:") for n in p.notes), p.describe()
