@@ -255,7 +255,7 @@ class Plan:
     shifted: bool = False  # transpose into misaligned dst rows: lines realigned through a stage
     panel: bool = False  # transpose into short contiguous dst rows: whole panels staged, then lines
     nt_split: bool = True  # NT stores also when the jobs are split between threads
-    prefetch: bool = False  # transposes of short rows that follow one another: see _prefetch_rows
+    prefetch: bool = False  # short source rows that follow one another: _prefetch_rows/_runs
 
     @property
     def shift_panel(self) -> int:
@@ -908,9 +908,10 @@ def _panel_possible(ir: LoopIR, tile: TileSpec) -> bool:
             and (a.extent * dsz) % 64 != 0 and tile.V * a.extent * dsz <= PANEL_MAX_BYTES)
 
 
-#: Whether NT transposes of short source rows that follow one another prefetch
-#: (``_prefetch_rows``), for rows shorter than PREFETCH_MAX_ROW bytes; source rows per
-#: group for 4-byte (and wider) source elements; most bytes of a group's source block.
+#: Whether NT transposes (and packed runs) of short source rows that follow one another
+#: prefetch (``_prefetch_rows``, ``_prefetch_runs``), for rows shorter than PREFETCH_MAX_ROW
+#: bytes; source rows per group for 4-byte (and wider) source elements; most bytes of a
+#: group's source block.
 PREFETCH_ROWS = True
 PREFETCH_MAX_ROW = 4096
 PREFETCH_GROUP_ROWS = 64
@@ -936,9 +937,10 @@ def _prefetch_rows(ir: LoopIR, tile: TileSpec) -> bool:
     read in order already (nChw16c -> nchw: 0.61 without, 0.95 with), and rows of 4 KB
     or more stream well on their own. The next block must be close: blocks of at most
     ``PREFETCH_MAX_BLOCK`` (s8 nchw -> nhwc 56x56, 200-800 KB a group: 1.17 -> 1.32-1.48
-    with prefetch; at 128 KB and below no loss was seen). Tiles that write whole blocks (nchw -> nChw16c) read
-    16 rows a group and were helped on 14x14 (1.55 -> 1.27) but hurt on 7x7 (1.00 -> 1.31)
-    and 28x28 (0.80 -> 1.00): left out. Only with NT stores (data from memory).
+    with prefetch; at 128 KB and below no loss was seen). Tiles that write whole blocks
+    (nchw -> nChw16c) read 16 rows a group and were helped on 14x14 (1.55 -> 1.27) but
+    hurt on 7x7 (1.00 -> 1.31) and 28x28 (0.80 -> 1.00): left out. Only with NT stores
+    (data from memory).
     """
     if (tile.kind != "transpose" or tile.rows_contiguous or tile.c is not None or tile.a2 is not None
             or tile.b is None):
@@ -954,8 +956,9 @@ def _prefetch_runs(ir: LoopIR, tile: TileSpec) -> bool:
     another, swept a column (one run per row) at a time, several runs per call.
 
     Each call prefetches its share (its R runs) of the next group's block. Measured at 1
-    thread (2 threads), 205 MB, ratio to copy, without -> with: nhwc -> nChw8c 1.25 ->
-    0.68 (0.88 -> 0.74); f32 -> bf16 nhwc -> nChw16c 1.26 -> 0.98 (1.23 -> 0.94). Runs of a
+    thread (2 threads), 32x256x56x56, ratio to copy, without -> with: nhwc -> nChw8c f32
+    1.19 -> 0.67 (0.97 -> 0.74), bf16 1.41 -> 0.66 (1.08 -> 0.74); nhwc -> nChw16c f32 ->
+    bf16 1.28 -> 0.97 (1.27 -> 0.93), f32 -> s8 1.60 -> 0.94 (1.23 -> 0.92). Runs of a
     whole line are one per call and read the rows in order (nhwc -> nChw16c f32: 0.63
     without, 0.80 with), so do rows of one line (nChw16c -> nChw8c: 0.58 -> 0.66), and
     blocks above ``PREFETCH_MAX_BLOCK`` are too far ahead (nChw16c -> nhwc, a whole image
