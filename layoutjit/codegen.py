@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .ir import LoopIR, Node, Operand
-from .plan import Plan, cols_table, shift_group, src_rows
+from .plan import Plan, TileSpec, cols_table, shift_group, src_rows
 from .simd import tile_shift_supported
 
 CODEGEN_VERSION = "1"
@@ -346,20 +346,13 @@ class KernelWriter:
         stores. A destination not aligned to its element size gets the tiles
         written straight into it with plain stores (same jobs).
         """
-        p = self.plan
-        t = p.tile
-        assert t is not None and t.b is not None
-        w = self.w
-        A, B = self.ir.nodes[t.a], self.ir.nodes[t.b]
+        p, w = self.plan, self.w
+        t, A, B, outer, nbb, nfull, btail = self._staged_nodes()
         dsz = self.ops[0].dtype.size
         q = 64 // dsz
         G = shift_group(t.R, q)
         sA, dB = A.strides[1], B.strides[0]
         assert sA is not None and dB is not None
-        outer = [i for i in range(len(self.ir.nodes)) if i not in t.nodes]
-        nbb = -(-B.extent // t.V)
-        nfull = B.extent // t.V
-        btail = B.extent % t.V
         ng = -(-A.extent // G)
         last = A.extent - (ng - 1) * G
         row = q + G
@@ -454,6 +447,15 @@ class KernelWriter:
         w.put(depth + 1, "sfence()")
         self.uses_nt = True
 
+    def _staged_nodes(self) -> tuple[TileSpec, Node, Node, list[int], int, int, int]:
+        """What the staged transposes (``Plan.shifted``/``Plan.panel``) share: the tile, its
+        nodes A and B, the outer nodes, and B's blocks of V (all, full ones, the tail's size)."""
+        t = self.plan.tile
+        assert t is not None and t.b is not None
+        A, B = self.ir.nodes[t.a], self.ir.nodes[t.b]
+        outer = [i for i in range(len(self.ir.nodes)) if i not in t.nodes]
+        return t, A, B, outer, -(-B.extent // t.V), B.extent // t.V, B.extent % t.V
+
     def _tile_call(self, depth: int, rows: int, cols: int, a: str, target: str, stage_at: str,
                    stage_stride: int) -> None:
         """One tile of a staged transpose (``Plan.shifted``/``Plan.panel``): ``rows`` source rows
@@ -510,19 +512,12 @@ class KernelWriter:
         destination not aligned to its element size gets the tiles written straight
         into it with plain stores.
         """
-        p = self.plan
-        t = p.tile
-        assert t is not None and t.b is not None
         w = self.w
-        A, B = self.ir.nodes[t.a], self.ir.nodes[t.b]
+        t, A, B, outer, nbb, nfull, btail = self._staged_nodes()
         dsz = self.ops[0].dtype.size
         q = max(1, 64 // dsz)
         sA, dB = A.strides[1], B.strides[0]
         assert sA is not None and dB == A.extent
-        outer = [i for i in range(len(self.ir.nodes)) if i not in t.nodes]
-        nbb = -(-B.extent // t.V)
-        nfull = B.extent // t.V
-        btail = B.extent % t.V
         line = self._micro(("gather", 1, q, 1, True), str(self.ops[0].dtype), str(self.ops[0].dtype))
 
         def tiles(dep: int, cols: int, target: str) -> None:
