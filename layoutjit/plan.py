@@ -912,7 +912,7 @@ def _panel_possible(ir: LoopIR, tile: TileSpec) -> bool:
 #: prefetch (``_prefetch_rows``, ``_prefetch_runs``), for rows shorter than PREFETCH_MAX_ROW
 #: bytes; source rows per group for 4-byte (and wider) source elements; most bytes of a
 #: group's source block.
-PREFETCH_ROWS = True
+PREFETCH_ROWS = os.environ.get("LAYOUTJIT_PREFETCH", "1") != "0"
 PREFETCH_MAX_ROW = 4096
 PREFETCH_GROUP_ROWS = 64
 PREFETCH_MAX_BLOCK = 128 * 1024
