@@ -813,6 +813,12 @@ def shift_group(R: int, q: int) -> int:
 SHIFT_CARRY_BYTES = 256 * 1024
 
 
+def _rows_follow(a: Node, b: Node, run: int = 1) -> bool:
+    """Whether the source rows A (B steps of ``run`` elements each) follow one another, so
+    that any range of rows is one contiguous source block."""
+    return a.strides[1] == b.extent * run and b.strides[1] == run
+
+
 def _two_node_transpose(ir: LoopIR, tile: TileSpec) -> bool:
     """A full transpose of A x B alone (no whole-block rows, table columns or line rows),
     between src and dst only: the tiles the staged and half-line plans work with."""
@@ -868,7 +874,7 @@ def _half_line_tiles(ir: LoopIR, tile: TileSpec) -> bool:
         return False
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     ssz = ir.operands[1].dtype.size
-    return (a.strides[1] == b.extent and b.strides[1] == 1 and tile.V * ssz == 64
+    return (_rows_follow(a, b) and tile.V * ssz == 64
             and tile.V % 2 == 0 and HALF_LINE_MIN_ROW <= b.extent * ssz < HALF_LINE_MAX_ROW)
 
 
@@ -947,7 +953,7 @@ def _prefetch_rows(ir: LoopIR, tile: TileSpec) -> bool:
         return False
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     ssz = ir.operands[1].dtype.size
-    return (a.strides[1] == b.extent and b.strides[1] == 1 and tile.V < b.extent
+    return (_rows_follow(a, b) and tile.V < b.extent
             and b.extent * ssz < PREFETCH_MAX_ROW and tile.R * b.extent * ssz <= PREFETCH_MAX_BLOCK)
 
 
@@ -969,8 +975,7 @@ def _prefetch_runs(ir: LoopIR, tile: TileSpec) -> bool:
     a, b, run = ir.nodes[tile.a], ir.nodes[tile.b], ir.nodes[tile.l]
     ssz = ir.operands[1].dtype.size
     row = b.extent * run.extent * ssz
-    return (a.strides[1] == b.extent * run.extent and b.strides[1] == run.extent
-            and 64 < row and tile.M * tile.R * row <= PREFETCH_MAX_BLOCK)
+    return (_rows_follow(a, b, run.extent) and 64 < row and tile.M * tile.R * row <= PREFETCH_MAX_BLOCK)
 
 
 def _with_prefetch_groups(ir: LoopIR, tile: TileSpec) -> TileSpec:
