@@ -1159,47 +1159,78 @@ class KernelWriter:
                 return
             emit_columns(dep, gr, base, gr[0][0])
 
+        P = self.plan.line_phases if nt else 1
+        q = max(1, 64 // dsz)
+
+        def phase_chunks(gr: list, c: int) -> list:
+            """The group's rows cut where column c's destination lines begin (line_phases)."""
+            ph = (c * dB % q) // L.extent
+            lo, hi = gr[0][0], gr[-1][0] + gr[-1][1]
+            out, a = [], lo
+            while a < hi:
+                nxt = min(hi, a + t.R - (ph + a) % t.R)
+                out.append((a, nxt - a))
+                a = nxt
+            return out
+
         def emit_columns(dep: int, gr: list, base: str, first_row: int) -> None:
             for crun in cruns:
                 c_first, c_valid, _ = crun[0]
+                if P > 1:
+                    # each column's calls follow its own lines: the loop unrolled by the phases
+                    full = len(crun) // P * P
+                    if full:
+                        cv = self.w.var("c")
+                        self.w.put(dep, f"for {cv} in range({c_first}, {c_first + full}, {P}):")
+                        for k in range(P):
+                            emit_column(dep + 1, phase_chunks(gr, c_first + k), base, first_row,
+                                        c_first, c_valid, f"{cv} + {k}" if k else cv)
+                    for c in range(c_first + full, c_first + len(crun)):
+                        emit_column(dep, phase_chunks(gr, c), base, first_row, c, c_valid, str(c))
+                    continue
                 if len(crun) > 1:
                     cv = self.w.var("c")
                     self.w.put(dep, f"for {cv} in range({c_first}, {crun[-1][0] + 1}):")
                     d2, cexpr = dep + 1, cv
                 else:
                     d2, cexpr = dep, str(c_first)
-                rows_all = [r for a0, R in gr for r in range(a0, a0 + R)]
-                lens_all = [run_range(r, c_first) if (c_valid and r < vA) else (0, run_range(r, c_first)[1])
-                            for r in rows_all]
-                if (not in_regs and all(v == w == L.extent for v, w in lens_all)
-                        and all(k in self.scalar_ops for k in range(2, len(self.ops)))
-                        and len(rows_all) * L.extent * max(dsz, self.ops[1].dtype.size) <= 4096):
-                    # an epilogue over whole runs: gather the group's runs into a buffer, one
-                    # vectorized loop over all of them, store like a plain reorder
-                    aexpr = base if base != "0" else str(gr[0][0])
-                    so = f"{offs[1]} + ({aexpr}) * {sA} + ({cexpr}) * {B.strides[1]}"
-                    do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
-                    self._runs_block(d2, so, do, sA, L, len(rows_all), nt, dsz)
-                    continue
-                for a0, R in gr:
-                    rel = a0 - first_row
-                    aexpr = f"{base} + {rel}" if base != "0" else str(a0)
-                    so = f"{offs[1]} + ({aexpr}) * {sA} + ({cexpr}) * {B.strides[1]}"
-                    do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
-                    # rows of this chunk: absolute index for validity (uniform groups share it)
-                    rows = range(a0, a0 + R)
-                    lens = [run_range(r, c_first) if (c_valid and r < vA) else (0, run_range(r, c_first)[1])
-                            for r in rows]
-                    xo = [f"{offs[k]} + ({aexpr}) * {A.strides[k]} + ({cexpr}) * {B.strides[k]}"
-                          for k in range(len(self.ops))]
-                    if self.plan.prefetch and any(v for v, _ in lens):
-                        # this call's share of the next group's source block (R runs)
-                        G = t.M * t.R
-                        pf = self._micro(("prefetch", -(-R * L.extent * self.ops[1].dtype.size // 64) * 64))
-                        gb = base if base != "0" else str(first_row)
-                        self.w.put(d2, f"{pf}(src, {offs[1]} + ({gb} + {G}) * {sA} + ({cexpr}) * {G * L.extent}"
-                                       f" + {rel * L.extent})")
-                    self._emit_runs(d2, so, do, sA, L, lens, nt, dsz, A, xo)
+                emit_column(d2, gr, base, first_row, c_first, c_valid, cexpr)
+
+        def emit_column(d2: int, gr: list, base: str, first_row: int, c_first: int, c_valid: bool,
+                        cexpr: str) -> None:
+            """One column (or a loop body over columns alike from c_first): its calls of chunks gr."""
+            rows_all = [r for a0, R in gr for r in range(a0, a0 + R)]
+            lens_all = [run_range(r, c_first) if (c_valid and r < vA) else (0, run_range(r, c_first)[1])
+                        for r in rows_all]
+            if (not in_regs and P == 1 and all(v == w == L.extent for v, w in lens_all)
+                    and all(k in self.scalar_ops for k in range(2, len(self.ops)))
+                    and len(rows_all) * L.extent * max(dsz, self.ops[1].dtype.size) <= 4096):
+                # an epilogue over whole runs: gather the group's runs into a buffer, one
+                # vectorized loop over all of them, store like a plain reorder
+                aexpr = base if base != "0" else str(gr[0][0])
+                so = f"{offs[1]} + ({aexpr}) * {sA} + ({cexpr}) * {B.strides[1]}"
+                do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
+                self._runs_block(d2, so, do, sA, L, len(rows_all), nt, dsz)
+                return
+            for a0, R in gr:
+                rel = a0 - first_row
+                aexpr = f"{base} + {rel}" if base != "0" else str(a0)
+                so = f"{offs[1]} + ({aexpr}) * {sA} + ({cexpr}) * {B.strides[1]}"
+                do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
+                # rows of this chunk: absolute index for validity (uniform groups share it)
+                rows = range(a0, a0 + R)
+                lens = [run_range(r, c_first) if (c_valid and r < vA) else (0, run_range(r, c_first)[1])
+                        for r in rows]
+                xo = [f"{offs[k]} + ({aexpr}) * {A.strides[k]} + ({cexpr}) * {B.strides[k]}"
+                      for k in range(len(self.ops))]
+                if self.plan.prefetch and any(v for v, _ in lens):
+                    # this call's share of the next group's source block (R runs)
+                    G = t.M * t.R
+                    pf = self._micro(("prefetch", -(-R * L.extent * self.ops[1].dtype.size // 64) * 64))
+                    gb = base if base != "0" else str(first_row)
+                    self.w.put(d2, f"{pf}(src, {offs[1]} + ({gb} + {G}) * {sA} + ({cexpr}) * {G * L.extent}"
+                                   f" + {rel * L.extent})")
+                self._emit_runs(d2, so, do, sA, L, lens, nt, dsz, A, xo)
 
         if group_var is not None:
             gsz = t.M * t.R

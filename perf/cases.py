@@ -15,6 +15,7 @@ Groups:
 ``padding``    channel counts that are not multiples of the block (C=17, 100)
 ``convert``    f32 -> bf16 and f32 -> s8, mostly into blocked layouts
 ``small``      <= 64 KB, to measure per-call overhead
+``custom``     a pair given on the command line (``--case DIMS:SRC:DST[:SDT[:DDT]]``)
 """
 
 from __future__ import annotations
@@ -169,3 +170,28 @@ def select(*, mode: str = "quick", substring: str | None = None) -> list[Case]:
         keys = [k.strip().lower() for k in substring.split(",") if k.strip()]
         pool = [c for c in pool if any(k in c.name.lower() or k == c.group for k in keys)]
     return pool
+
+
+def parse_spec(spec: str) -> Case:
+    """A case from ``DIMS:SRC:DST[:SDT[:DDT]]``, e.g. ``8x256x56x56:nhwc:nChw16c:f32:bf16``.
+
+    So a user can time their own pair with the harness's method; the tags and
+    dtypes are checked by building the descriptors, so a typo fails here.
+    """
+    parts = spec.strip().split(":")
+    if not 3 <= len(parts) <= 5:
+        raise ValueError(f"case {spec!r}: expected DIMS:SRC:DST[:SDT[:DDT]]")
+    try:
+        dims = tuple(int(d) for d in parts[0].lower().split("x"))
+    except ValueError:
+        raise ValueError(f"case {spec!r}: dims {parts[0]!r} are not integers joined by 'x'") from None
+    if not dims or min(dims) < 1:
+        raise ValueError(f"case {spec!r}: dims must be positive")
+    sdt = parts[3] if len(parts) > 3 else "f32"
+    ddt = parts[4] if len(parts) > 4 else sdt
+    case = _c(dims, parts[1], parts[2], "custom", sdt, ddt)
+    try:
+        case_bytes(case)
+    except Exception as e:
+        raise ValueError(f"case {spec!r}: {e}") from None
+    return case

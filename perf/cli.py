@@ -38,6 +38,7 @@ examples:
   python -m perf --full               every case, incl. the 1 GiB one
   python -m perf --cases blocked      only names/groups containing 'blocked'
   python -m perf --cases nchw-nhwc,small --threads 1 --repeats 15
+  python -m perf --case 64x96x28x28:nchw:nChw16c:f32:bf16   your own pair
   python -m perf --list               list the cases
   python -m perf --smoke --out /tmp/p tiny sizes, 1 repeat (tests)
 
@@ -60,6 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cases", metavar="SUBSTRING",
                     help="keep cases whose name contains SUBSTRING or whose group equals it "
                          "(comma-separated alternatives; case-insensitive)")
+    ap.add_argument("--case", action="append", default=[], metavar="DIMS:SRC:DST[:SDT[:DDT]]",
+                    help="time this pair instead of the listed cases (repeatable), e.g. "
+                         "8x256x56x56:nhwc:nChw16c:f32:bf16")
     ap.add_argument("--list", action="store_true", help="list the selected cases and exit")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     ap.add_argument("--repeats", type=int, default=None,
@@ -119,9 +123,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    from .cases import case_bytes, select
+    from .cases import case_bytes, parse_spec, select
 
-    cases = select(mode=a.mode, substring=a.cases)
+    if a.case:
+        try:
+            cases = [parse_spec(s) for s in a.case]
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 2
+    else:
+        cases = select(mode=a.mode, substring=a.cases)
     if a.list:
         for c in cases:
             try:
@@ -131,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                 sz = f"error: {e}"
             flags = ("quick " if c.quick else "") + ("huge" if c.huge else "")
             print(f"{c.name:46s} {c.group:10s} {sz}  {flags}")
-        print(f"{len(cases)} cases ({a.mode}{', filter ' + a.cases if a.cases else ''})")
+        what = "--case" if a.case else a.mode + (", filter " + a.cases if a.cases else "")
+        print(f"{len(cases)} cases ({what})")
         return 0
     if not cases:
         print(f"no case matches {a.cases!r}", file=sys.stderr)
@@ -187,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     from .runner import Settings, run_case
 
-    print(f"perf: {len(cases)} cases ({a.mode}), threads {threads}, {a.repeats} paired rounds")
+    print(f"perf: {len(cases)} cases ({'--case' if a.case else a.mode}), threads {threads}, "
+          f"{a.repeats} paired rounds")
     for n, p in peers.items():
         print(f"  {n:10s} {'yes' if p.available else 'NO '}  {p.version}  {p.note}")
     for n in notes:

@@ -138,6 +138,32 @@ def test_case_list():
     assert C.select(mode="quick", substring="small")
 
 
+def test_case_spec_parses_and_rejects():
+    c = C.parse_spec("8x17x5x3:nchw:nChw16c:f32:bf16")
+    assert (c.dims, c.src_tag, c.dst_tag, c.src_dtype, c.dst_dtype, c.group) == (
+        (8, 17, 5, 3), "nchw", "nChw16c", "f32", "bf16", "custom")
+    assert C.case_bytes(c) == (8 * 17 * 15 * 4, 8 * 32 * 15 * 2)
+    c = C.parse_spec("13x7:ab:ba:s8")
+    assert (c.src_dtype, c.dst_dtype, c.name) == ("s8", "s8", "ab-ba_13x7_s8")
+    for bad, word in [("13x7:ab", "DIMS:SRC:DST"), ("13xq:ab:ba", "not integers"),
+                      ("0x7:ab:ba", "positive"), ("13x7:ab:bax", "bax"),
+                      ("13x7:ab:ba:f33", "f33"), ("13x7x2:ab:ba", "ba")]:
+        with pytest.raises(ValueError, match=word):
+            C.parse_spec(bad)
+
+
+def test_case_option_lists_the_given_pairs():
+    cmd = [sys.executable, "-m", "perf", "--case", "64x96x28x28:nchw:nChw16c:f32:bf16",
+           "--case", "13x7:ab:ba", "--list"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "nchw-nChw16c_64x96x28x28_f32-bf16" in p.stdout and "ab-ba_13x7_f32" in p.stdout
+    assert "2 cases (--case)" in p.stdout
+    p = subprocess.run(cmd[:3] + ["--case", "13x7:ab:bq"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and "'bq'" in p.stderr
+
+
 def test_onednn_header_enums():
     from perf.onednn import DnnlError, OneDNN
 

@@ -233,3 +233,31 @@ def test_prefetch_only_with_nt_stores():
     dims = (2, 240, 8, 8)
     k = lj.compile_reorder(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"))
     assert not k.plan.nt and not k.plan.prefetch and "prefetch" not in k.source, k.plan.describe()
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, phases", [
+    ((2, 40, 5, 8), "nChw8c", "nhwc", "f32", "f32", 2),     # pixels of 40 floats: every other one off
+    ((1, 24, 3, 23), "nChw8c", "nhwc", "f32", "f32", 2),    # 3 runs a pixel, 69 pixels (a tail)
+    ((1, 52, 4, 9), "nChw4c", "nhwc", "f32", "f32", 4),     # 13 runs of 4 a pixel: 4 phases
+    ((1, 40, 6, 7), "nChw8c", "nhwc", "f32", "bf16", 4),    # 4 runs of 8 bf16 a line
+    ((1, 72, 6, 6), "nChw8c", "nhwc", "s8", "s8", 8),       # 8 runs of 8 bytes a line
+    ((2, 48, 5, 5), "nChw8c", "nhwc", "f32", "f32", 1),     # 48 floats: every pixel on a line
+    ((1, 36, 4, 8), "nChw8c", "nhwc", "f32", "f32", 0),     # pixels 4 floats off (half a run)
+])
+def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag, dtag, sdt, ddt, phases):
+    """Kind "lines" into columns that start inside a line (nChw8c -> nhwc, C=40: pixels of
+    160 B): the calls are cut where each column's lines begin, so whole lines are NT
+    stores (``Plan.line_phases``); exact at every destination offset, 1 and 2 threads,
+    nothing written outside."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = lj.compile_reorder(s, d)
+    p = k.plan
+    assert p.tile.kind == "lines", p.describe()
+    assert p.line_phases == max(phases, 1) and p.nt == (phases != 0), p.describe()
+    assert ("different offsets within a line" in p.describe()) == (phases > 1)
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 32}))
