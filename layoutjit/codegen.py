@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .ir import LoopIR, Node, Operand
-from .plan import Plan, TileSpec, cols_table, shift_group, src_rows
+from .plan import Plan, TileSpec, cols_table, shift_rows, src_rows
 from .simd import tile_shift_supported
 
 CODEGEN_VERSION = "1"
@@ -350,7 +350,7 @@ class KernelWriter:
         t, A, B, outer, nbb, nfull, btail = self._staged_nodes()
         dsz = self.ops[0].dtype.size
         q = 64 // dsz
-        G = shift_group(t.R, q)
+        G = shift_rows(self.ir, t)
         sA, dB = A.strides[1], B.strides[0]
         assert sA is not None and dB is not None
         ng = -(-A.extent // G)
@@ -362,7 +362,12 @@ class KernelWriter:
 
         def tiles(dep: int, rows: int, cols: int, target: str) -> None:
             """Tile calls for ``rows`` source rows x ``cols`` columns at (a0, j)."""
-            for r0 in range(0, rows, t.R):
+            start = 0
+            if rows // t.R > 4:  # long groups (shift_rows): a loop of tiles
+                start = rows // t.R * t.R
+                w.put(dep, f"for rr in range(0, {start}, {t.R}):")
+                self._tile_call(dep + 1, t.R, cols, "(a0 + rr)", target, f"{q} + rr", row)
+            for r0 in range(start, rows, t.R):
                 self._tile_call(dep, min(t.R, rows - r0), cols, f"(a0 + {r0})", target, f"{q + r0}", row)
 
         def fill(dep: int, target: str) -> None:
@@ -419,7 +424,10 @@ class KernelWriter:
         w.put(d, f"if g > 0 and g < {ng - 1}:")
         w.put(d + 1, f"{vcopy}(carry, cc, 0, stage, e)")
         w.put(d + 1, f"p = h if h > 0 else {q}")
-        for k in range(G // q):
+        if G // q > 4:
+            w.put(d + 1, f"for k in range(0, {G}, {q}):")
+            w.put(d + 2, f"{line}(stage, e + p + k, 0, dst, base + p + k)")
+        for k in range(G // q if G // q <= 4 else 0):
             w.put(d + 1, f"{line}(stage, e + p + {k * q}, 0, dst, base + p + {k * q})")
         w.put(d + 1, f"{vcopy}(stage, e + {G}, 0, carry, cc)")
         w.put(d + 1, "continue")

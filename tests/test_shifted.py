@@ -52,6 +52,25 @@ def test_shifted_transpose_is_exact(shifted_nt, dims, stag, dtag, sdt, ddt):
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 16, 40, 1}))
 
 
+@pytest.mark.parametrize("dims,dt,group", [
+    ((2, 41, 37, 3), "f32", 352),    # rows of 12 B follow one another: 4 KB groups, a short last one
+    ((1, 31, 20, 5), "f32", 208),    # rows of 20 B, 620 of them: groups of 208 (at most half of A)
+    ((2, 41, 37, 3), "bf16", 704),   # 2-byte elements: 32-element lines, 6 B rows
+])
+def test_short_rows_take_long_groups(shifted_nt, dims, dt, group):
+    """nhwc -> nchw with few channels and planes off the lines (``shift_rows``): groups of
+    at least 4 KB of source, a loop of tiles and of whole lines per row; every byte."""
+    n, h, w, c = dims
+    s, d = M((n, c, h, w), dt, "nhwc"), M((n, c, h, w), dt, "nchw")
+    k = lj.compile_reorder(s, d)
+    assert k.plan.shifted and plan_mod.shift_rows(k.plan.ir, k.plan.tile) == group, k.plan.describe()
+    assert "for rr in range(" in k.source
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, dt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 16, 40, 1}))
+
+
 def test_shifted_plan_is_explained(shifted_nt):
     k = lj.compile_reorder(M((97, 131), "f32", "ab"), M((97, 131), "f32", "ba"))
     text = k.plan.describe()
