@@ -203,6 +203,8 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
     ((2, 64, 8, 8), "nChw16c", "nchw", "f32", "f32", 0),   # rows one tile wide: read in order
     ((2, 64, 14, 14), "nchw", "nChw16c", "f32", "f32", 0),  # tiles writing whole blocks: left out
     ((1, 24, 40, 40), "nchw", "nhwc", "f32", "f32", 0),    # rows of 6.4 KB stream on their own
+    ((2, 32, 8, 16), "nhwc", "nchw", "f32", "f32", 0),     # rows of two tile steps: read in order
+    ((2, 40, 8, 16), "nhwc", "nchw", "f32", "f32", 2),     # three steps (16, 16, 8): prefetched
     # runs packed into lines ("lines"): each call prefetches its share of the next group
     ((2, 64, 8, 8), "nhwc", "nChw8c", "f32", "f32", 8),     # 2 runs of 8 a call, 16 pixels a group
     ((2, 40, 8, 7), "nhwc", "nChw8c", "f32", "f32", 8),     # C=40: 5 blocks, 56 pixels
