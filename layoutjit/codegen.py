@@ -971,12 +971,21 @@ class KernelWriter:
         use_nt = nt and (t.R * dsz) % 64 == 0
         w = self.w
 
+        staged = nt and self.plan.cols_stage
+        if staged:  # the group's destination range (A x B x C, dense) through a stage
+            use_nt = False
+            span = A.extent * W
+            self._need_buffer(span)
+
         def calls(dep: int, col: str, dshift: str, toff: str, V: int) -> None:
             for a0, R, Rv in gr:
                 aexpr = f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
                 post = self.ep.vector_ops if Rv else ()
                 fn = self._micro(("cols", R, V, Rv, V, use_nt and (R * dsz) % 64 == 0), post=post)
                 so = f"{offs[1]} + ({aexpr}) * {sA} + {col}"
+                if staged:
+                    w.put(dep, f"{fn}(src, {so}, {sA}, obuf, {(a0 - gr[0][0]) * dA} + {dshift}, {tab}, {toff})")
+                    continue
                 do = f"{offs[0]} + ({aexpr}) * {dA} + {dshift}"
                 w.put(dep, f"{fn}(src, {so}, {sA}, dst, {do}, {tab}, {toff})")
 
@@ -999,6 +1008,14 @@ class KernelWriter:
                 calls(depth + 1, f"{start} + {kv}", str(nper * shift), kv, t.V)
             if tail:
                 calls(depth, str(start + full * t.V), str(nper * shift), str(full * t.V), tail)
+        if staged:
+            q = 64 // dsz
+            ddt = str(self.ops[0].dtype)
+            line = self._micro(("gather", 1, q, 1, True), ddt, ddt)
+            x = w.var("x")
+            rb = f"{offs[0]} + ({base}) * {dA}" if base != "0" else f"{offs[0]} + {gr[0][0] * dA}"
+            w.put(depth, f"for {x} in range(0, {span}, {q}):")
+            w.put(depth + 1, f"{line}(obuf, {x}, 0, dst, {rb} + {x})")
 
     def _table(self, values: list[int]) -> str:
         """Name of a module-level int64 table (frozen into the kernel as a constant)."""

@@ -133,10 +133,32 @@ def test_cols_kernels_are_exact(nt_and_parallel_always, dims, stag, dtag, ddt, c
     assert (t is not None and t.c is not None) == cols, k.plan.describe()
     if cols:
         assert "tile_cols(" in k.source and "placed by a table" in k.plan.describe()
-        # NT needs whole lines per column: 16 x f32 yes; 16 x bf16/s8 and 8 x f32 no
-        assert k.plan.nt == (t.R * as_dtype(ddt).size % 64 == 0), k.plan.describe()
+        # NT needs whole lines per column (16 x f32), or a staged macro tile (pieces of
+        # 16 x bf16/s8 and 8 x f32 go to a stage written out as whole lines: cols_stage)
+        whole = t.R * as_dtype(ddt).size % 64 == 0
+        assert k.plan.cols_stage == (not whole) and k.plan.nt, k.plan.describe()
+        assert ("obuf, " in k.source) == k.plan.cols_stage
     # aligned (NT path where planned) and misaligned destinations (plain stores)
     _run_checked(k, offsets=(0, as_dtype(ddt).size))
+
+
+@pytest.mark.parametrize("dims,stag,dtag,ddt,staged", [
+    ((32, 24, 2, 3), "oihw", "OIhw8i8o", "f32", True),       # 8i x 6 x 8o: 384 elements staged
+    ((2, 16, 24, 1, 5), "goihw", "gOIhw8i8o", "f32", True),
+    ((32, 24, 3, 3), "oihw", "OIhw8i8o", "bf16", True),       # 16-byte pieces, 576 elements
+    ((20, 24, 2, 3), "oihw", "OIhw8i8o", "f32", False),      # padded o: pieces stored in place
+    ((32, 24, 3, 3), "oihw", "OIhw8i8o", "f32", False),      # 2304 B > the stage (2 KB here)
+])
+def test_short_pieces_go_through_a_stage(nt_and_parallel_always, monkeypatch, dims, stag, dtag, ddt,
+                                         staged):
+    """cols transposes storing pieces shorter than a line: the macro tile's dense destination
+    range is staged and written as whole NT lines (``Plan.cols_stage``); every byte, 1 and
+    2 threads, aligned and misaligned destinations, nothing written outside."""
+    monkeypatch.setattr(plan_mod, "COLS_STAGE_BYTES", 2048)
+    k = lj.compile_reorder(M(dims, "f32", stag), M(dims, ddt, dtag))
+    assert k.plan.tile.c is not None and k.plan.cols_stage == staged, k.plan.describe()
+    assert k.plan.nt == staged and ("written out as whole non-temporal lines" in k.plan.describe()) == staged
+    _run_checked(k, offsets=(0, as_dtype(ddt).size, 32))
 
 
 def test_cols_small_default_plan_is_exact():
