@@ -236,7 +236,8 @@ class KernelWriter:
             head.append(f"from layoutjit.simd import {', '.join(kinds)}")
         for spec, name in self.tiles.items():
             if spec[0] == "tile_shift":
-                head.append(f"{name} = tile_shift({spec[1]!r})")
+                _, V, sdt, ddt = spec
+                head.append(f"{name} = tile_shift({sdt!r}, {ddt!r}, V={V})")
             elif spec[0] == "prefetch":
                 head.append(f"{name} = prefetch({spec[1]})")
             elif spec[0] == "cols":
@@ -404,10 +405,9 @@ class KernelWriter:
         w.put(d + 1, "continue")
         w.put(d, f"cb = (jb - jb0) * {t.V * q}")
         sdt, ddt = str(self.ops[1].dtype), str(self.ops[0].dtype)
-        if (ng > 2 and nfull and sdt == ddt and G == q == t.R == t.V == 16
-                and tile_shift_supported(ddt)):
+        if ng > 2 and nfull and G == q == t.R and tile_shift_supported(sdt, ddt):
             # middle groups of full blocks: transpose, realign and store in registers
-            ts = self._micro(("tile_shift",), ddt, ddt)
+            ts = self._micro(("tile_shift", t.V), sdt, ddt)
             w.put(d, f"if g > 0 and g < {ng - 1} and jb < {nfull}:")
             w.put(d + 1, f"{ts}(src, so + a0 * {sA} + j, {sA}, dst, do + a0 + j * {dB}, {dB}, carry, cb)")
             w.put(d + 1, "continue")

@@ -465,10 +465,7 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
     ``cols``: (table pointer, offset): destination row c starts at ``doff + table[offset + c]``
     instead of ``doff + c*dstride`` (see :func:`tile_cols`).
     """
-    ssz, dsz = s.size, d.size
-    Rp, P = _pow2ceil(R), _pow2ceil(V)
-    sty = _cv.storage_ir_type(s)
-    i64 = soff.type
+    ssz, P = s.size, _pow2ceil(V)
     if src_dense and src_rows is None and Vv == V and Rv > 0 and V * ssz < vbytes and V & (V - 1):
         # odd rows shorter than a register: several rows per load, gathered without a
         # network (16x3 f32: 27 vector instructions instead of 52). Power-of-two rows fill
@@ -481,6 +478,22 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
                     cols=cols)
         return
 
+    gather, converted = _tile_regs(builder, sptr, soff, sstride, R=R, V=V, s=s, d=d, Rv=Rv, Vv=Vv,
+                                   vbytes=vbytes, src_rows=src_rows)
+    _store_tile(builder, gather, dptr, doff, dstride, R=R, V=V, P=P, s=s, d=d, nt=nt,
+                rows_contiguous=rows_contiguous, vbytes=vbytes, converted=converted, post=post,
+                cols=cols)
+
+
+def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, V: int, s: DataType,
+               d: DataType, Rv: int, Vv: int, vbytes: int, src_rows: tuple | None = None
+               ) -> tuple[_Gather, bool]:
+    """Steps 1-3 of a tile: load the rows, convert (narrowing), transpose in registers.
+    Returns the gatherer of element ids r*P + c and whether the values are converted."""
+    ssz, dsz = s.size, d.size
+    Rp, P = _pow2ceil(R), _pow2ceil(V)
+    sty = _cv.storage_ir_type(s)
+    i64 = soff.type
     # 1. load rows (only Rv rows of Vv elements), zero-pad to Rp rows of P lanes
     rows = []
     zero_row = ir.Constant(ir.VectorType(sty, P), None)
@@ -528,10 +541,7 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
         else:
             for _ in range(b):
                 regs = _unriffle(builder, regs)
-    gather = _Gather(builder, regs)
-    _store_tile(builder, gather, dptr, doff, dstride, R=R, V=V, P=P, s=s, d=d, nt=nt,
-                rows_contiguous=rows_contiguous, vbytes=vbytes, converted=converted, post=post,
-                cols=cols)
+    return _Gather(builder, regs), converted
 
 
 def _relu(builder: ir.IRBuilder, x: ir.Value, alpha: float) -> ir.Value:
@@ -627,64 +637,61 @@ def _store_tile(builder: ir.IRBuilder, gather: _Gather, dptr: ir.Value, doff, ds
 
 
 def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
-                     dstride, cptr: ir.Value, coff, *, s: DataType) -> None:
-    """A 16x16 tile of 4-byte elements whose destination rows are realigned onto whole lines.
+                     dstride, cptr: ir.Value, coff, *, R: int, V: int, s: DataType, d: DataType) -> None:
+    """An R x V tile (R = one destination line of elements) whose destination rows are
+    realigned onto whole lines.
 
-    Row c's 16 new elements N (destination offset ``doff + c*dstride``, which is
-    ``mis`` elements past a 64-byte line) join the previous 16 of that row, C,
-    kept at ``carry[coff + 16c]``: the line ``C[16-mis:] ++ N[:16-mis]`` (just N
-    when mis = 0) is stored non-temporally at ``doff + c*dstride - mis`` --
-    aligned -- by one two-source permute (``vpermi2ps``), and N becomes the carry.
+    Row c's R new elements N (destination offset ``doff + c*dstride``, which is
+    ``mis`` elements past a 64-byte line) join the previous R of that row, C, kept
+    at ``carry[coff + R*c]``: the line ``C[R-mis:] ++ N[:R-mis]`` (just N when mis =
+    0) is stored non-temporally at ``doff + c*dstride - mis`` -- aligned -- by one
+    two-source permute (``vpermi2d`` / ``vpermi2w``), and N becomes the carry.
     """
-    R = V = 16
-    sty = _cv.storage_ir_type(s)
+    dsz = d.size
     i64 = soff.type
-    rows = []
     for r in range(R):
-        off = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))
-        p = builder.gep(sptr, [off], inbounds=True)
-        vty = ir.VectorType(sty, V)
+        p = builder.gep(sptr, [builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))], inbounds=True)
         _prefetch(builder, p, SHIFT_PREFETCH_BYTES // s.size)
-        rows.append(_V(builder.load(builder.bitcast(p, vty.as_pointer()), align=4),
-                       tuple(r * V + c for c in range(V))))
-    regs = _rechunk(builder, rows, 16)
-    for _ in range(4):
-        regs = _riffle(builder, regs)
-    gather = _Gather(builder, regs)
-    f32 = ir.FloatType()
-    fvec = ir.VectorType(f32, 16)
-    ivec = ir.VectorType(_I32, 16)
-    perm = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(fvec, [fvec, ivec, fvec]), "llvm.x86.avx512.vpermi2var.ps.512")
+    gather, converted = _tile_regs(builder, sptr, soff, sstride, R=R, V=V, s=s, d=d, Rv=R, Vv=V,
+                                   vbytes=64)
+    P = _pow2ceil(V)
+    ity = ir.IntType(8 * dsz)
+    vty = ir.VectorType(ity, R)
+    name = {4: "llvm.x86.avx512.vpermi2var.d.512", 2: "llvm.x86.avx512.vpermi2var.hi.512"}[dsz]
+    perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty, vty, vty]), name)
     md = builder.module.add_metadata([ir.Constant(_I32, 1)])
-    iota = ir.Constant(ivec, list(range(16)))
+    iota = ir.Constant(vty, list(range(R)))
     for c in range(V):
-        n = gather([r * V + c for r in range(R)]).val
-        if n.type != fvec:
-            n = builder.bitcast(n, fvec)
-        cp = builder.bitcast(builder.gep(cptr, [builder.add(coff, ir.Constant(i64, 16 * c))], inbounds=True),
-                             fvec.as_pointer())
-        carry = builder.load(cp, align=4)
+        n = gather([r * P + c for r in range(R)])
+        if not converted:
+            n = _convert(builder, s, d, n)
+        nv = builder.bitcast(n.val, vty)
+        cp = builder.bitcast(builder.gep(cptr, [builder.add(coff, ir.Constant(i64, R * c))], inbounds=True),
+                             vty.as_pointer())
+        carry = builder.load(cp, align=dsz)
         roff = builder.add(doff, builder.mul(dstride, ir.Constant(i64, c)))
         rp = builder.gep(dptr, [roff], inbounds=True)
-        mis = builder.and_(builder.lshr(builder.ptrtoint(rp, i64), ir.Constant(i64, 2)), ir.Constant(i64, 15))
-        h = builder.trunc(builder.sub(ir.Constant(i64, 16), mis), _I32)
-        idx = builder.insert_element(ir.Constant(ivec, ir.Undefined), h, ir.Constant(_I32, 0))
-        idx = builder.shuffle_vector(idx, ir.Constant(ivec, ir.Undefined), ir.Constant(ivec, [0] * 16))
+        mis = builder.and_(builder.lshr(builder.ptrtoint(rp, i64), ir.Constant(i64, _log2(dsz))),
+                           ir.Constant(i64, R - 1))
+        h = builder.trunc(builder.sub(ir.Constant(i64, R), mis), ity)
+        idx = builder.insert_element(ir.Constant(vty, ir.Undefined), h, ir.Constant(_I32, 0))
+        idx = builder.shuffle_vector(idx, ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(_I32, R), [0] * R))
         idx = builder.add(idx, iota)
-        line = builder.call(perm, [carry, idx, n])
+        line = builder.call(perm, [carry, idx, nv])
         lp = builder.gep(dptr, [builder.sub(roff, mis)], inbounds=True)
-        dty = ir.VectorType(_cv.storage_ir_type(s), 16)
-        val = line if dty == fvec else builder.bitcast(line, dty)
-        st = builder.store(val, builder.bitcast(lp, dty.as_pointer()), align=64)
+        st = builder.store(line, builder.bitcast(lp, vty.as_pointer()), align=64)
         st.set_metadata("nontemporal", md)
-        builder.store(n, cp, align=4)
+        builder.store(nv, cp, align=dsz)
 
 
 #: tile_shift prefetches each source row this far ahead. Its 16 rows are too few read
 #: streams for the memory system on their own: on a 3001x2999 f32 transpose at 2 threads
 #: 45-55 GB/s without, 55-59 with (0.90-1.10x copy -> 0.81-0.85x); at 1 thread no change.
-#: The 32-row register tiles gain nothing from it (measured, left out there).
+#: The 32-row tiles of 2-byte destinations (half a line of each source row) gain more, at
+#: 1 thread (2 threads): bf16 4001x3999 1.77-1.89 -> 1.10-1.22 (1.30-2.33 -> 0.82-1.40),
+#: 6000x6000 1.33 -> 1.00, f32 -> bf16 3001x2999 1.82-2.32 -> 1.43-1.48, f16 5000x3001
+#: 1.66 -> 1.22 (1.36 -> 1.04); 512 or 1024 bytes ahead measured worse. (The plain register
+#: tiles gain nothing from it: measured, left out there.)
 SHIFT_PREFETCH_BYTES = 256
 
 
@@ -699,13 +706,13 @@ def _prefetch(builder: ir.IRBuilder, p: ir.Value, elems: int) -> None:
 
 
 @functools.cache
-def _make_tile_shift(sname: str):
-    s = as_dtype(sname)
+def _make_tile_shift(sname: str, dname: str, R: int, V: int):
+    s, d = as_dtype(sname), as_dtype(dname)
 
     def impl(typingctx, src, soff, sstride, dst, doff, dstride, carry, coff):
         _expect_array(src, s, "src", "tile_shift")
-        _expect_array(dst, s, "dst", "tile_shift")
-        _expect_array(carry, s, "carry", "tile_shift")
+        _expect_array(dst, d, "dst", "tile_shift")
+        _expect_array(carry, d, "carry", "tile_shift")
         for t in (soff, sstride, doff, dstride, coff):
             if not isinstance(t, types.Integer):
                 raise errors.TypingError(f"tile_shift: offsets and strides must be integers, got {t}")
@@ -717,30 +724,39 @@ def _make_tile_shift(sname: str):
             da = context.make_array(sig.args[3])(context, builder, args[3])
             ca = context.make_array(sig.args[6])(context, builder, args[6])
             _emit_tile_shift(builder, sa.data, args[1], args[2], da.data, args[4], args[5],
-                             ca.data, args[7], s=s)
+                             ca.data, args[7], R=R, V=V, s=s, d=d)
             return context.get_dummy_value()
 
         return sig, codegen
 
-    impl.__name__ = impl.__qualname__ = f"lj_tile_shift_{sname}"
+    impl.__name__ = impl.__qualname__ = f"lj_tile_shift_{sname}_{dname}_{R}x{V}"
     impl.__module__ = __name__
     return intrinsic(impl)
 
 
-def tile_shift_supported(dt) -> bool:
-    """Whether :func:`tile_shift` exists for this storage type on this CPU (AVX-512, 4-byte)."""
-    return HOST_VECTOR_BYTES == 64 and _cv._is_x86() and as_dtype(dt).size == 4
+def tile_shift_supported(dt, dst_dt=None) -> bool:
+    """Whether :func:`tile_shift` exists for these storage types on this CPU: AVX-512 and a
+    destination of 2 or 4 bytes (``dst_dt`` defaults to ``dt``: no conversion)."""
+    d = as_dtype(dt if dst_dt is None else dst_dt)
+    return (HOST_VECTOR_BYTES == 64 and _cv._is_x86() and d.size in (2, 4)
+            and supports(dt, d))
 
 
-def tile_shift(dt):
+def tile_shift(dt, dst_dt=None, *, V: int | None = None):
     """A (memoized) intrinsic ``ts(src, soff, sstride, dst, doff, dstride, carry, coff)``:
-    a 16x16 transpose of a 4-byte type (no conversion) whose 16 destination rows are
-    written as whole aligned non-temporal lines through a per-row carry of 16 elements
-    (an array of the same type); see :func:`_emit_tile_shift`. AVX-512 only
-    (:func:`tile_shift_supported`); the destination must be 4-byte aligned."""
-    if not tile_shift_supported(dt):
-        raise ValueError(f"tile_shift: needs AVX-512 and a 4-byte type, got {dt}")
-    return _make_tile_shift(str.__str__(as_dtype(dt)))
+    an R x V transpose (R = 64 // destination size: one line; ``V`` defaults to R) whose
+    V destination rows are written as whole aligned non-temporal lines through a per-row
+    carry of R elements (an array of the destination type); see :func:`_emit_tile_shift`.
+    AVX-512 only (:func:`tile_shift_supported`); the destination must be aligned to its
+    element size."""
+    d = as_dtype(dt if dst_dt is None else dst_dt)
+    if not tile_shift_supported(dt, d):
+        raise ValueError(f"tile_shift: needs AVX-512 and a 2- or 4-byte destination, got {dt} -> {d}")
+    R = 64 // d.size
+    V = R if V is None else int(V)
+    if not 1 <= V <= R:
+        raise ValueError(f"tile_shift: V must be in 1..{R}, got {V}")
+    return _make_tile_shift(str.__str__(as_dtype(dt)), str.__str__(d), R, V)
 
 
 def _expect_array(ty, dt: DataType, what: str, who: str = "tile"):

@@ -71,6 +71,26 @@ def test_short_rows_take_long_groups(shifted_nt, dims, dt, group):
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 16, 40, 1}))
 
 
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
+    ((200, 45), "ab", "ba", "bf16", "bf16"),      # 32x16 tiles realigned in registers (vpermi2w)
+    ((130, 37), "ab", "ba", "f32", "bf16"),       # narrowed before the network, then realigned
+    ((2, 100, 35), "abc", "acb", "f32", "f16"),
+    ((3, 70, 50), "abc", "acb", "s32", "s32"),    # 16x16, 4-byte integers
+])
+def test_register_realignment_of_two_and_four_byte_rows(shifted_nt, dims, stag, dtag, sdt, ddt):
+    """Middle row groups of full blocks are transposed, realigned with the row's carry and
+    stored as whole NT lines in registers (``simd.tile_shift``) for 2- and 4-byte
+    destinations, conversions included; every byte at every destination offset."""
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = lj.compile_reorder(s, d)
+    assert k.plan.shifted, k.plan.describe()
+    assert ("tile_shift(" in k.source) == lj.simd.tile_shift_supported(sdt, ddt)
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 16, 40, 1}))
+
+
 def test_shifted_plan_is_explained(shifted_nt):
     k = lj.compile_reorder(M((97, 131), "f32", "ab"), M((97, 131), "f32", "ba"))
     text = k.plan.describe()
@@ -95,7 +115,7 @@ def test_stage_path_without_the_register_path(shifted_nt, monkeypatch):
     """CPUs without AVX-512 realign every group through the stage: force that path here."""
     import layoutjit.codegen as cg
 
-    monkeypatch.setattr(cg, "tile_shift_supported", lambda dt: False)
+    monkeypatch.setattr(cg, "tile_shift_supported", lambda *dts: False)
     s, d = M((89, 67), "f32", "ab"), M((89, 67), "f32", "ba")
     k = lj.compile_reorder(s, d)
     assert k.plan.shifted and "tile_shift(" not in k.source
