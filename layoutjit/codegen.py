@@ -60,6 +60,8 @@ _FINGERPRINT: str | None = None
 STREAM_EPILOGUE_NT = os.environ.get("LAYOUTJIT_STREAM_EPILOGUE_NT", "1") == "1"
 
 
+
+
 def _ix(expr: str) -> str:
     """An array index as uint64: Numba then skips negative-index wraparound, so LLVM
     sees plain contiguous accesses and vectorizes element loops (offsets are never negative)."""
@@ -405,6 +407,12 @@ class KernelWriter:
         w.put(d + 1, "continue")
         w.put(d, f"cb = (jb - jb0) * {t.V * q}")
         sdt, ddt = str(self.ops[1].dtype), str(self.ops[0].dtype)
+        if p.prefetch:
+            # this block's share of the next group's source block (shift_prefetch)
+            ssz = self.ops[1].dtype.size
+            share = -(-G * sA * ssz // nbb // 64) * 64
+            pf = self._micro(("prefetch", share))
+            w.put(d, f"{pf}(src, so + (a0 + {G}) * {sA} + jb * {share // ssz})")
         if ng > 2 and nfull and G == q == t.R and tile_shift_supported(sdt, ddt):
             # middle groups of full blocks: transpose, realign and store in registers
             ts = self._micro(("tile_shift", t.V), sdt, ddt)
