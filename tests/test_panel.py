@@ -71,3 +71,21 @@ def test_panel_off_below_the_nt_size(monkeypatch):
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", NT_MIN_BYTES)
     k = lj.compile_reorder(M((2, 41, 7, 7), "f32", "nhwc"), M((2, 41, 7, 7), "f32", "nchw"))
     assert not k.plan.panel and not k.plan.nt
+
+
+@pytest.mark.parametrize("dims,dt,panel", [
+    ((2, 64, 14, 14), "f32", False),   # 13 row groups of 16, rows of 256 B: shifted, prefetched
+    ((2, 64, 7, 7), "f32", True),      # 4 row groups: panels
+    ((2, 48, 14, 14), "bf16", True),   # 7 groups of 32
+])
+def test_many_row_groups_realign_instead_of_panels(nt_everywhere, dims, dt, panel):
+    """Rows that follow one another, many groups of them per destination row: the shifted
+    plan with prefetch (``_prefetched_shift_better``) instead of panels; every byte."""
+    s, d = M(dims, dt, "nhwc"), M(dims, dt, "nchw")
+    k = lj.compile_reorder(s, d)
+    assert k.plan.panel == panel and k.plan.shifted == (not panel), k.plan.describe()
+    assert k.plan.prefetch == (not panel)
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, dt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 24, 1}))
