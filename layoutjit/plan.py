@@ -28,8 +28,8 @@ Passes, in order (each is a function from IR to IR you can call and print):
    serially in one call.
 6. Stores: non-temporal above half the LLC when one thread runs every job
    (``nt_min_bytes``), and above a threshold per micro-kernel kind when the jobs
-   are split between threads (``nt_split_min_bytes``: 3/4 of the LLC for register
-   transposes, the LLC for packed runs; the kernel reads its job range,
+   are split between threads (``nt_split_min_bytes``: the LLC for packed runs, the
+   same half for the others; the kernel reads its job range,
    ``Plan.nt_split``); transposes with plain stores into rows 1 KB
    or more apart read 256 rows per macro tile (``_wide_groups``); misaligned
    destination rows are realigned onto whole lines (``Plan.shifted``), or, when
@@ -85,6 +85,11 @@ def llc_bytes() -> int:
 NT_MIN_BYTES = int(os.environ.get("LAYOUTJIT_NT_MIN_BYTES", llc_bytes() // 2))
 
 
+#: Overrides the split thresholds of every kind (nt_split_min_bytes), e.g. to measure them.
+NT_SPLIT_MIN_BYTES = (int(os.environ["LAYOUTJIT_NT_SPLIT_MIN_BYTES"])
+                      if os.environ.get("LAYOUTJIT_NT_SPLIT_MIN_BYTES") else None)
+
+
 def nt_min_bytes(tile: TileSpec) -> int:
     """The NT threshold when one thread runs every job (the base threshold, every kind).
 
@@ -99,16 +104,20 @@ def nt_min_bytes(tile: TileSpec) -> int:
 def nt_split_min_bytes(tile: TileSpec) -> int:
     """The NT threshold when the jobs run on several threads (at least ``nt_min_bytes``).
 
-    With two threads, plain stores keep an output that fits in cache for longer:
-    register transposes switch at 3/4 of the LLC (19 MB at 2 threads: plain 1.0-1.4x
-    copy, NT 1.2-2.3x; 34 MB: NT 0.9x, plain 2.4x), runs packed into lines, whose
-    blocks are written as sequential streams, at the LLC size (nhwc -> nChw16c, C=100,
-    21 MB at 2 threads: plain 1.28x copy, NT 1.85x). Streams keep the base threshold.
+    Runs packed into lines, whose blocks are written as sequential streams, keep plain
+    stores up to the LLC size (nhwc -> nChw16c, C=100, 21 MB at 2 threads: plain 1.28x
+    copy, NT 1.85x, on a Zen 5 host). Register transposes and streams take the base
+    threshold: on a Zen 4 host whose L3 other tenants share, 19-20 MB at 2 threads,
+    ratio to copy, plain -> NT: oihw -> OIhw4i16o4i 512x512x3x3 2.46-3.56 -> 1.28-1.63,
+    oihw -> OIhw16i16o 1.93-3.28 -> 1.58-1.61, goihw -> gOIhw16i16o 3.50 -> 2.01,
+    ab -> ba 1600x1600 2.33 -> 1.37 (1 thread, wide groups: 2.01 -> 1.18), nchw ->
+    nChw8c C=100 1.91 -> 1.57; nchw <-> nhwc 1.01-1.25 -> 1.14-1.38 (about equal).
+    (3/4 of the LLC measured better for transposes on the Zen 5 host.)
     """
+    if NT_SPLIT_MIN_BYTES is not None:
+        return max(NT_MIN_BYTES, NT_SPLIT_MIN_BYTES)
     if tile.kind == "lines":
         return max(NT_MIN_BYTES, llc_bytes())
-    if tile.kind == "transpose":
-        return NT_MIN_BYTES * 3 // 2
     return NT_MIN_BYTES
 
 
