@@ -106,19 +106,31 @@ def nt_split_min_bytes(tile: TileSpec) -> int:
 
     Runs packed into lines, whose blocks are written as sequential streams, keep plain
     stores up to the LLC size (nhwc -> nChw16c, C=100, 21 MB at 2 threads: plain 1.28x
-    copy, NT 1.85x, on a Zen 5 host). Register transposes and streams take the base
+    copy, NT 1.85x, on a Zen 5 host); tiles that write whole blocks keep them up to
+    :func:`one_rule_min_bytes`. Full register transposes and streams take the base
     threshold: on a Zen 4 host whose L3 other tenants share, 19-20 MB at 2 threads,
     ratio to copy, plain -> NT: oihw -> OIhw4i16o4i 512x512x3x3 2.46-3.56 -> 1.28-1.63,
-    oihw -> OIhw16i16o 1.93-3.28 -> 1.58-1.61, goihw -> gOIhw16i16o 3.50 -> 2.01,
-    ab -> ba 1600x1600 2.33 -> 1.37 (1 thread, wide groups: 2.01 -> 1.18), nchw ->
-    nChw8c C=100 1.91 -> 1.57; nchw <-> nhwc 1.01-1.25 -> 1.14-1.38 (about equal).
-    (3/4 of the LLC measured better for transposes on the Zen 5 host.)
+    oihw -> OIhw16i16o 1.93-3.28 -> 1.58-1.61, goihw -> gOIhw16i16o 3.50 -> 2.01;
+    nchw <-> nhwc 1.01-1.25 -> 1.14-1.38 (about equal). (3/4 of the LLC measured better
+    for these on the Zen 5 host.)
     """
     if NT_SPLIT_MIN_BYTES is not None:
         return max(NT_MIN_BYTES, NT_SPLIT_MIN_BYTES)
     if tile.kind == "lines":
         return max(NT_MIN_BYTES, llc_bytes())
+    if tile.kind == "transpose" and tile.rows_contiguous:
+        return one_rule_min_bytes()
     return NT_MIN_BYTES
+
+
+def one_rule_min_bytes() -> int:
+    """The NT threshold of tiles that write whole blocks (nchw -> nChw8c), at 2 threads,
+    and of the plans with one store rule for every thread count (wide groups, local
+    permutations): 3/4 of the LLC. Their plain stores stay in cache for longer: in the
+    harness, 19-20 MB at 2 threads, ratio to copy, plain -> NT: OIhw16i16o <->
+    OIhw4i16o4i 512x512x3x3 0.91-0.99 -> 2.31-2.45, nchw -> nChw8c C=100 1.33 -> 1.86-2.33.
+    """
+    return NT_MIN_BYTES * 3 // 2
 
 
 # Read ~this many source rows side by side in a transpose (the L2 streamer's sweet spot).
@@ -729,7 +741,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         # one store rule for transposes that take wide macro tiles when their stores are
         # plain, and for local permutations (both sides contiguous per tile: streaming)
         one_rule = _wide_groups(ir, tile) or _block_local(ir, tile)
-        nt = moved >= (nt_split_min_bytes(tile) if one_rule else nt_min_bytes(tile))
+        nt = moved >= (one_rule_min_bytes() if one_rule else nt_min_bytes(tile))
     half = bool(nt and tile is not None and HALF_LINE_TILES and _half_line_tiles(ir, tile))
     if half:
         assert tile is not None
