@@ -28,18 +28,27 @@ Passes, in order (each is a function from IR to IR you can call and print):
    serially in one call.
 6. Stores: non-temporal above half the LLC when one thread runs every job
    (``nt_min_bytes``), and above a threshold per micro-kernel kind when the jobs
-   are split between threads (``nt_split_min_bytes``: the LLC for packed runs, the
-   same half for the others; the kernel reads its job range,
-   ``Plan.nt_split``); transposes with plain stores into rows 1 KB
+   are split between threads (``nt_split_min_bytes``: the LLC for packed runs, 3/4 of
+   it for tiles writing whole blocks, the same half for the others; the kernel reads
+   its job range, ``Plan.nt_split``); transposes with plain stores into rows 1 KB
    or more apart read 256 rows per macro tile (``_wide_groups``); misaligned
-   destination rows are realigned onto whole lines (``Plan.shifted``), or, when
-   they are short and follow one another (nhwc -> nchw 7x7), a block of V rows is
-   staged and written as one run of whole lines (``Plan.panel``). NT transposes
-   whose source rows are short and follow one another read half a line of each
-   (``_half_line_tiles``), and prefetch the next row group's source block, each tile
-   its share, in order (``Plan.prefetch``): the hardware fetches such blocks slowly
-   when the tiles sweep them a column step at a time; so do runs packed several to a
-   line (nhwc -> nChw8c, f32 -> bf16 into nChw16c).
+   destination rows are realigned onto whole lines (``Plan.shifted``: in registers
+   with a per-row carry for 2- and 4-byte destinations, ``simd.tile_shift``), or,
+   when they are short and follow one another (nhwc -> nchw 7x7), a block of V rows
+   is staged and written as one run of whole lines (``Plan.panel``) -- unless many
+   row groups of prefetchable rows make the realigning plan the better one
+   (``_prefetched_shift_better``). NT transposes whose source rows are short and
+   follow one another read half a line of each (``_half_line_tiles``), and prefetch
+   the next row group's source block, each tile its share, in order
+   (``Plan.prefetch``): the hardware fetches such blocks slowly when the tiles sweep
+   them a column step at a time; so do runs packed several to a line (nhwc ->
+   nChw8c, f32 -> bf16 into nChw16c) and realigned transposes (``shift_prefetch``;
+   rows shorter than a line take groups of 4 KB, ``shift_rows``). Stores that are
+   pieces of lines become whole lines where the pieces can be regrouped: packed runs
+   into columns that start inside a line cut their calls at the lines
+   (``Plan.line_phases``: nChw8c -> nhwc, C=200), and table-placed tiles of short
+   destination rows stage their macro tile's dense range (``Plan.cols_stage``:
+   oihw -> OIhw8i8o).
 
 Zero padding is never a guard in the main loop: codegen splits the loop over a
 padded dim's heaviest digit into a full range, one partial step and a zero

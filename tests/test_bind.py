@@ -108,3 +108,22 @@ def test_bind_with_attributes_and_in_place_eltwise(rng):
     be = e.bind(z, z)
     be()
     np.testing.assert_array_equal(z, np.maximum(x, 0))
+
+
+def test_thread_count_follows_numba_in_every_thread():
+    """The launchers read the calling thread's count through the threading layer's own
+    getter (``kernel._num_threads``): it must agree with ``numba.get_num_threads``."""
+    import threading
+
+    import numba
+
+    from layoutjit.kernel import _num_threads
+
+    seen = []
+    for t in ref.at_thread_counts((1, 2)):
+        seen.append((_num_threads(), numba.get_num_threads(), min(t, numba.config.NUMBA_NUM_THREADS)))
+        th = threading.Thread(target=lambda: seen.append((_num_threads(), numba.get_num_threads(), None)))
+        th.start()
+        th.join()
+    for mine, numbas, want in seen:
+        assert mine == numbas and (want is None or mine == want)
