@@ -42,7 +42,7 @@ from . import verbose
 from .buffers import aligned_empty, as_buffer, byte_view
 from .desc import MemoryDesc
 from .errors import LayoutError
-from .runtime import run_bound, run_parallel, run_serial
+from .runtime import run_bound, run_parallel, run_parallel_bound, run_serial
 
 if TYPE_CHECKING:
     from .attrs import Attrs
@@ -237,9 +237,14 @@ if hasattr(os, "register_at_fork"):
 
 
 def _run_parallel(addr: int, s8: np.ndarray, d8: np.ndarray, aux: np.ndarray, jobs: int, n: int,
-                  in_place_ok: bool) -> int:
+                  in_place_ok: bool, bound: tuple[int, int, int] | None = None) -> int:
+    """Split the jobs between n threads (``bound``: the buffers' addresses, checked at
+    bind time: no array arguments, no overlap test)."""
     mode = _par_mode
     if mode == _PAR_FREE:
+        if bound is not None:
+            run_parallel_bound(addr, *bound, jobs, n)
+            return 0
         return run_parallel(addr, s8, d8, aux, jobs, n, in_place_ok)
     if mode == _PAR_SERIAL:
         return run_serial(addr, s8, d8, aux, jobs, in_place_ok)
@@ -495,7 +500,7 @@ def _launch_bound(k: Kernel, sp: int, dp: int, ap: int, s8: np.ndarray, d8: np.n
     n = min(_num_threads(), jobs)
     if n <= 1:
         run_bound(k._addr, sp, dp, ap, jobs)
-    elif _run_parallel(k._addr, s8, d8, aux, jobs, n, k._in_place_ok):
+    elif _run_parallel(k._addr, s8, d8, aux, jobs, n, k._in_place_ok, (sp, dp, ap)):
         raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
 
 

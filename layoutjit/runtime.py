@@ -119,4 +119,15 @@ def run_parallel(fn, src, dst, aux, jobs, nchunks, in_place_ok):  # type: ignore
     return 0
 
 
-__all__ = ["ptr_from_int", "call_chunk", "opaque", "run_serial", "run_bound", "run_parallel", "cgutils"]
+@nb.njit(cache=True, nogil=True, parallel=True)
+def run_parallel_bound(fn, sp, dp, ap, jobs, nchunks):  # type: ignore[no-untyped-def]
+    """:func:`run_parallel` on addresses checked when the kernel was bound."""
+    for t in nb.prange(nchunks):
+        lo = jobs * t // nchunks
+        hi = jobs * (t + 1) // nchunks
+        if hi > lo:
+            call_chunk(fn, sp, dp, ap, lo, hi)
+
+
+__all__ = ["ptr_from_int", "call_chunk", "opaque", "run_serial", "run_bound", "run_parallel",
+           "run_parallel_bound", "cgutils"]
