@@ -28,9 +28,9 @@ Passes, in order (each is a function from IR to IR you can call and print):
    serially in one call.
 6. Stores: non-temporal above half the LLC when one thread runs every job
    (``nt_min_bytes``), and above a threshold per micro-kernel kind when the jobs
-   are split between threads (``nt_split_min_bytes``: the LLC for packed runs, 3/4 of
-   it for tiles writing whole blocks, the same half for the others; the kernel reads
-   its job range, ``Plan.nt_split``); transposes with plain stores into rows 1 KB
+   are split between threads (``nt_split_min_bytes``: 3/4 of the LLC for register
+   transposes, the LLC for packed runs; the kernel reads its job range,
+   ``Plan.nt_split``); transposes with plain stores into rows 1 KB
    or more apart read 256 rows per macro tile (``_wide_groups``); misaligned
    destination rows are realigned onto whole lines (``Plan.shifted``: in registers
    with a per-row carry for 2- and 4-byte destinations, ``simd.tile_shift``), or,
@@ -113,31 +113,32 @@ def nt_min_bytes(tile: TileSpec) -> int:
 def nt_split_min_bytes(tile: TileSpec) -> int:
     """The NT threshold when the jobs run on several threads (at least ``nt_min_bytes``).
 
-    Runs packed into lines, whose blocks are written as sequential streams, keep plain
-    stores up to the LLC size (nhwc -> nChw16c, C=100, 21 MB at 2 threads: plain 1.28x
-    copy, NT 1.85x, on a Zen 5 host); tiles that write whole blocks keep them up to
-    :func:`one_rule_min_bytes`. Full register transposes and streams take the base
-    threshold: on a Zen 4 host whose L3 other tenants share, 19-20 MB at 2 threads,
-    ratio to copy, plain -> NT: oihw -> OIhw4i16o4i 512x512x3x3 2.46-3.56 -> 1.28-1.63,
-    oihw -> OIhw16i16o 1.93-3.28 -> 1.58-1.61, goihw -> gOIhw16i16o 3.50 -> 2.01;
-    nchw <-> nhwc 1.01-1.25 -> 1.14-1.38 (about equal). (3/4 of the LLC measured better
-    for these on the Zen 5 host.)
+    With two threads, plain stores keep an output that fits in cache for longer:
+    register transposes switch at 3/4 of the LLC (:func:`one_rule_min_bytes`), runs
+    packed into lines, whose blocks are written as sequential streams, at the LLC size
+    (nhwc -> nChw16c, C=100, 21 MB at 2 threads: plain 1.28x copy, NT 1.85x, on a Zen 5
+    host). Streams keep the base threshold. On this session's Zen 4 host (L3 shared with
+    other tenants) the 19 MB weights at 2 threads measured both ways round in different
+    phases of the machine: NT 1.3-1.6x copy against plain 2.5-3.6x in one (A/B script,
+    and once in the harness), and in three alternating harness runs NT 2.36-2.52x copy
+    (0.95-1.18x oneDNN's time) against plain 1.45-1.74x (0.69-0.89x): kept plain.
     """
     if NT_SPLIT_MIN_BYTES is not None:
         return max(NT_MIN_BYTES, NT_SPLIT_MIN_BYTES)
     if tile.kind == "lines":
         return max(NT_MIN_BYTES, llc_bytes())
-    if tile.kind == "transpose" and tile.rows_contiguous:
+    if tile.kind == "transpose":
         return one_rule_min_bytes()
     return NT_MIN_BYTES
 
 
 def one_rule_min_bytes() -> int:
-    """The NT threshold of tiles that write whole blocks (nchw -> nChw8c), at 2 threads,
-    and of the plans with one store rule for every thread count (wide groups, local
-    permutations): 3/4 of the LLC. Their plain stores stay in cache for longer: in the
-    harness, 19-20 MB at 2 threads, ratio to copy, plain -> NT: OIhw16i16o <->
-    OIhw4i16o4i 512x512x3x3 0.91-0.99 -> 2.31-2.45, nchw -> nChw8c C=100 1.33 -> 1.86-2.33.
+    """The NT threshold of register transposes at 2 threads, and of the plans with one
+    store rule for every thread count (wide groups, local permutations): 3/4 of the LLC.
+    Their plain stores stay in cache for longer (19 MB at 2 threads, Zen 5: plain 1.0-1.4x
+    copy, NT 1.2-2.3x; 34 MB: NT 0.9x, plain 2.4x; in this session's harness, 19-20 MB
+    at 2 threads, plain -> NT: OIhw16i16o <-> OIhw4i16o4i 512x512x3x3 0.91-0.99 ->
+    2.31-2.45, nchw -> nChw8c C=100 1.33 -> 1.86-2.33).
     """
     return NT_MIN_BYTES * 3 // 2
 

@@ -51,22 +51,22 @@ def test_lines_kind_splits_its_store_choice(band):
     _exact_at_1_and_2_threads(k)
 
 
-def test_transposes_keep_one_threshold(monkeypatch):
-    """Register transposes use NT stores from the base threshold however many threads run
-    the jobs (no job-range test in the kernel); so do local permutations (whole blocks)."""
+def test_transposes_split_between_their_two_thresholds(monkeypatch):
+    """Register transposes: NT from half the LLC on one thread, from 3/4 of it when split;
+    local permutations (a contiguous source run per tile, whole blocks) keep one rule."""
     dims = (2, 64, 9, 16)  # nchw -> nhwc: 147456 B moved, rows 256 B apart (not wide)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 120000)
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 120000)  # split threshold 180000
     k = lj.compile_reorder(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"))
     p = k.plan
-    assert p.tile.kind == "transpose" and p.nt and p.nt_split, p.describe()
-    assert "hi - lo ==" not in k.source
+    assert p.tile.kind == "transpose" and p.nt and not p.nt_split, p.describe()
+    assert f"hi - lo == {p.jobs}" in k.source
     _exact_at_1_and_2_threads(k)
     wdims = (32, 32, 3, 3)  # OIhw16i16o -> OIhw4i16o4i: 73728 B moved
-    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 80000)
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 60000)
     k2 = lj.compile_reorder(M(wdims, "f32", "OIhw16i16o"), M(wdims, "f32", "OIhw4i16o4i"))
     assert k2.plan.tile.rows_contiguous and not k2.plan.nt, k2.plan.describe()
-    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 60000)
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 40000)  # above both thresholds: NT, split too
     k3 = lj.compile_reorder(M((32, 48, 3, 3), "f32", "OIhw16i16o"), M((32, 48, 3, 3), "f32", "OIhw4i16o4i"))
     assert k3.plan.bytes_moved >= 60000 and k3.plan.nt and k3.plan.nt_split, k3.plan.describe()
     assert ref.kernel_matches_reference(k3)
