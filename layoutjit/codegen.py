@@ -60,8 +60,6 @@ _FINGERPRINT: str | None = None
 STREAM_EPILOGUE_NT = os.environ.get("LAYOUTJIT_STREAM_EPILOGUE_NT", "1") == "1"
 
 
-
-
 def _ix(expr: str) -> str:
     """An array index as uint64: Numba then skips negative-index wraparound, so LLVM
     sees plain contiguous accesses and vectorizes element loops (offsets are never negative)."""
@@ -432,11 +430,12 @@ class KernelWriter:
         w.put(d, f"if g > 0 and g < {ng - 1}:")
         w.put(d + 1, f"{vcopy}(carry, cc, 0, stage, e)")
         w.put(d + 1, f"p = h if h > 0 else {q}")
-        if G // q > 4:
+        if G // q > 4:  # long groups (shift_rows): a loop of lines
             w.put(d + 1, f"for k in range(0, {G}, {q}):")
             w.put(d + 2, f"{line}(stage, e + p + k, 0, dst, base + p + k)")
-        for k in range(G // q if G // q <= 4 else 0):
-            w.put(d + 1, f"{line}(stage, e + p + {k * q}, 0, dst, base + p + {k * q})")
+        else:
+            for k in range(G // q):
+                w.put(d + 1, f"{line}(stage, e + p + {k * q}, 0, dst, base + p + {k * q})")
         w.put(d + 1, f"{vcopy}(stage, e + {G}, 0, carry, cc)")
         w.put(d + 1, "continue")
         w.put(d, "if g == 0:")
