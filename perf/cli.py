@@ -39,6 +39,7 @@ examples:
   python -m perf --cases blocked      only names/groups containing 'blocked'
   python -m perf --cases nchw-nhwc,small --threads 1 --repeats 15
   python -m perf --case 64x96x28x28:nchw:nChw16c:f32:bf16   your own pair
+  python -m perf --case-file perf/pairs_outside.txt          52 pairs beyond the list
   python -m perf --list               list the cases
   python -m perf --smoke --out /tmp/p tiny sizes, 1 repeat (tests)
 
@@ -64,6 +65,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--case", action="append", default=[], metavar="DIMS:SRC:DST[:SDT[:DDT]]",
                     help="time this pair instead of the listed cases (repeatable), e.g. "
                          "8x256x56x56:nhwc:nChw16c:f32:bf16")
+    ap.add_argument("--case-file", metavar="FILE",
+                    help="time the pairs listed in FILE, one DIMS:SRC:DST[:SDT[:DDT]] per line "
+                         "('#' starts a comment), e.g. perf/pairs_outside.txt")
     ap.add_argument("--list", action="store_true", help="list the selected cases and exit")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     ap.add_argument("--repeats", type=int, default=None,
@@ -125,9 +129,17 @@ def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     from .cases import case_bytes, parse_spec, select
 
-    if a.case:
+    specs = list(a.case)
+    if a.case_file:
         try:
-            cases = [parse_spec(s) for s in a.case]
+            text = Path(a.case_file).read_text()
+        except OSError as e:
+            print(f"--case-file: {e}", file=sys.stderr)
+            return 2
+        specs += [ln.split("#", 1)[0].strip() for ln in text.splitlines() if ln.split("#", 1)[0].strip()]
+    if specs:
+        try:
+            cases = [parse_spec(s) for s in specs]
         except ValueError as e:
             print(e, file=sys.stderr)
             return 2
@@ -142,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 sz = f"error: {e}"
             flags = ("quick " if c.quick else "") + ("huge" if c.huge else "")
             print(f"{c.name:46s} {c.group:10s} {sz}  {flags}")
-        what = "--case" if a.case else a.mode + (", filter " + a.cases if a.cases else "")
+        what = "--case" if specs else a.mode + (", filter " + a.cases if a.cases else "")
         print(f"{len(cases)} cases ({what})")
         return 0
     if not cases:
@@ -199,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     from .runner import Settings, run_case
 
-    print(f"perf: {len(cases)} cases ({'--case' if a.case else a.mode}), threads {threads}, "
+    print(f"perf: {len(cases)} cases ({'--case' if specs else a.mode}), threads {threads}, "
           f"{a.repeats} paired rounds")
     for n, p in peers.items():
         print(f"  {n:10s} {'yes' if p.available else 'NO '}  {p.version}  {p.note}")
