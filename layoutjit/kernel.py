@@ -497,13 +497,9 @@ def _launch_bound(k: Kernel, sp: int, dp: int, ap: int, s8: np.ndarray, d8: np.n
     """A bound parallel kernel: on one thread a single dispatch with the bound addresses
     (``run_bound``, as serial plans; bind checked the buffers), else the thread split."""
     jobs = k._jobs
-    f = _raw_num_threads
-    n = f() if f is not None else 0
-    n = min(n if n > 0 else _num_threads(), jobs)
+    n = min(_num_threads(), jobs)
     if n <= 1:
         run_bound(k._addr, sp, dp, ap, jobs)
-    elif _par_mode == _PAR_FREE:
-        run_parallel_bound(k._addr, sp, dp, ap, jobs, n)
     elif _run_parallel(k._addr, s8, d8, aux, jobs, n, k._in_place_ok, (sp, dp, ap)):
         raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
 

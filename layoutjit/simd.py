@@ -744,7 +744,8 @@ def tile_shift_supported(dt, dst_dt=None) -> bool:
 
 def tile_shift(dt, dst_dt=None, *, V: int | None = None):
     """A (memoized) intrinsic ``ts(src, soff, sstride, dst, doff, dstride, carry, coff)``:
-    an R x V transpose (R = 64 // destination size: one line; ``V`` defaults to R) whose
+    an R x V transpose (R = 64 // destination size: one line; ``V`` defaults to R, up to
+    ``MAX_TILE``: 32 for bf16 -> f32, whose source lines hold 32 elements) whose
     V destination rows are written as whole aligned non-temporal lines through a per-row
     carry of R elements (an array of the destination type); see :func:`_emit_tile_shift`.
     AVX-512 only (:func:`tile_shift_supported`); the destination must be aligned to its
@@ -754,8 +755,8 @@ def tile_shift(dt, dst_dt=None, *, V: int | None = None):
         raise ValueError(f"tile_shift: needs AVX-512 and a 2- or 4-byte destination, got {dt} -> {d}")
     R = 64 // d.size
     V = R if V is None else int(V)
-    if not 1 <= V <= R:
-        raise ValueError(f"tile_shift: V must be in 1..{R}, got {V}")
+    if not 1 <= V <= MAX_TILE:
+        raise ValueError(f"tile_shift: V must be in 1..{MAX_TILE}, got {V}")
     return _make_tile_shift(str.__str__(as_dtype(dt)), str.__str__(d), R, V)
 
 

@@ -76,6 +76,7 @@ def test_short_rows_take_long_groups(shifted_nt, dims, dt, group):
     ((130, 37), "ab", "ba", "f32", "bf16"),       # narrowed before the network, then realigned
     ((2, 100, 35), "abc", "acb", "f32", "f16"),
     ((3, 70, 50), "abc", "acb", "s32", "s32"),    # 16x16, 4-byte integers
+    ((90, 53), "ab", "ba", "bf16", "f32"),        # widened after the network, then realigned
 ])
 def test_register_realignment_of_two_and_four_byte_rows(shifted_nt, dims, stag, dtag, sdt, ddt):
     """Middle row groups of full blocks are transposed, realigned with the row's carry and
