@@ -239,7 +239,7 @@ class KernelWriter:
                 _, V, sdt, ddt = spec
                 head.append(f"{name} = tile_shift({sdt!r}, {ddt!r}, V={V})")
             elif spec[0] == "prefetch":
-                head.append(f"{name} = prefetch({spec[1]})")
+                head.append(f"{name} = prefetch({spec[1]}" + (", l2_only=True)" if spec[2] else ")"))
             elif spec[0] == "cols":
                 _, R, V, Rv, Vv, nt, sdt, ddt, post = spec
                 head.append(f"{name} = tile_cols({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, nt={nt}, "
@@ -409,7 +409,7 @@ class KernelWriter:
             # this block's share of the next group's source block (shift_prefetch)
             ssz = self.ops[1].dtype.size
             share = -(-G * sA * ssz // nbb // 64) * 64
-            pf = self._micro(("prefetch", share))
+            pf = self._micro(("prefetch", share, p.prefetch_l2))
             w.put(d, f"{pf}(src, so + (a0 + {G}) * {sA} + jb * {share // ssz})")
         if ng > 2 and nfull and G == q == t.R and tile_shift_supported(sdt, ddt):
             # middle groups of full blocks: transpose, realign and store in registers
@@ -929,7 +929,8 @@ class KernelWriter:
                         # at its position in the group's (column step, row tile) order
                         G = t.M * t.R
                         rel = f"{a0 - gr[0][0]}" + (f" + {av}" if av else "")
-                        pf = self._micro(("prefetch", -(-R * V * self.ops[1].dtype.size // 64) * 64))
+                        pf = self._micro(("prefetch", -(-R * V * self.ops[1].dtype.size // 64) * 64,
+                                          self.plan.prefetch_l2))
                         self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
                                          f"({cexpr}) * {G} + ({rel}) * {V})")
                     self._emit_transpose(dep3, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo)
@@ -1258,7 +1259,8 @@ class KernelWriter:
                 if self.plan.prefetch and any(v for v, _ in lens):
                     # this call's share of the next group's source block (R runs)
                     G = t.M * t.R
-                    pf = self._micro(("prefetch", -(-R * L.extent * self.ops[1].dtype.size // 64) * 64))
+                    pf = self._micro(("prefetch", -(-R * L.extent * self.ops[1].dtype.size // 64) * 64,
+                                          self.plan.prefetch_l2))
                     gb = base if base != "0" else str(first_row)
                     self.w.put(d2, f"{pf}(src, {offs[1]} + ({gb} + {G}) * {sA} + ({cexpr}) * {G * L.extent}"
                                    f" + {rel * L.extent})")

@@ -422,6 +422,18 @@ def test_prefetch_lines_are_hints():
     if simd._cv._is_x86():
         asm = k.inspect_asm(k.signatures[0])
         assert len(re.findall(r"\bprefetcht0\b", asm)) == 4, asm
+    pf2 = simd.prefetch(128, l2_only=True)  # large blocks: to L2, not evicting L1
+    assert pf2 is not simd.prefetch(128)
+
+    @numba.njit
+    def k2(a, off):
+        pf2(a, off)
+        return a[0]
+
+    assert k2(a, 1 << 40) == 1.0
+    if simd._cv._is_x86():
+        asm = k2.inspect_asm(k2.signatures[0])
+        assert len(re.findall(r"\bprefetcht1\b", asm)) == 2 and "prefetcht0" not in asm, asm
 
 
 AVX2_SCRIPT = r'''

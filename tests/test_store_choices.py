@@ -226,6 +226,13 @@ def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dt
     if m:
         assert any(n.startswith("prefetch:") for n in p.notes), p.describe()
         assert t.M == m, p.describe()
+        # the block: the group's rows x the row's bytes, from the descriptors' shapes
+        row = {"nhwc": dims[1], "ab": dims[1], "nchw": dims[-1] * dims[-2]}[stag]
+        row_bytes = row * {"f32": 4, "bf16": 2, "s8": 1}[sdt]
+        if not lines:
+            assert p.prefetch_block == m * t.R * row_bytes, p.describe()
+        l2 = p.prefetch_block > plan_mod.PREFETCH_L1_MAX_BLOCK
+        assert p.prefetch_l2 == l2 and ("l2_only=True" in k.source) == l2, p.describe()
     for threads in ref.at_thread_counts((1, 2)):
         assert ref.kernel_matches_reference(k, seed=threads)
 
