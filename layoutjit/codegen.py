@@ -562,6 +562,12 @@ class KernelWriter:
         w.put(d, "if not aligned:")
         fill(d + 1, "dst")
         w.put(d + 1, "continue")
+        if self.plan.prefetch:
+            # this job's share of the next outer index's source block (panel_prefetch)
+            ssz = self.ops[1].dtype.size
+            share = min(16384, -(-A.extent * sA * ssz // nbb // 64) * 64)
+            pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
+            w.put(d, f"{pf}(src, so + {self.ir.nodes[outer[-1]].strides[1]} + jb * {share // ssz})")
         fill(d, "stage")
         count = f"min({t.V}, {B.extent} - j) * {A.extent}" if btail else str(t.V * A.extent)
         w.put(d, f"n = {count}")

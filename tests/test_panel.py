@@ -44,6 +44,27 @@ def test_panel_transpose_is_exact(nt_everywhere, dims, stag, dtag, sdt, ddt):
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 24, 1}))
 
 
+def test_panels_prefetch_the_next_outer_block(nt_everywhere):
+    """Source rows that follow one another (one image of nhwc is one block): each job
+    prefetches its share of the next outer index's block, to L2 (``panel_prefetch``);
+    without an outer loop, or with rows apart, there is nothing to prefetch. Exact."""
+    dims = (3, 40, 7, 7)
+    k = lj.compile_reorder(M(dims, "f32", "nhwc"), M(dims, "f32", "nchw"))
+    p = k.plan
+    assert p.panel and p.prefetch and p.prefetch_l2, p.describe()
+    assert p.prefetch_block == 49 * 40 * 4  # one image: 49 pixels of 40 channels
+    # 3 jobs of 16 channels share the 7840 B: 2624 B each (41 lines), one image ahead
+    assert "prefetch(2624, l2_only=True)" in k.source and "(src, so + 1960 + jb * 656)" in k.source
+    # ab -> ba: no outer loop; channels 48 apart (strided source rows): no prefetch
+    for s in (M((43, 23), "f32", "ab"), M(dims, "f32", strides=(49 * 48, 1, 7 * 48, 48))):
+        k2 = lj.compile_reorder(s, M(s.dims, "f32", "ba" if len(s.dims) == 2 else "nchw"))
+        assert k2.plan.panel and not k2.plan.prefetch and "prefetch" not in k2.source, k2.plan.describe()
+    for s in (M(dims, "f32", "nhwc"), M(dims, "f32", strides=(49 * 48, 1, 7 * 48, 48))):
+        kk = lj.compile_reorder(s, M(dims, "f32", "nchw"))
+        for threads in ref.at_thread_counts((1, 2)):
+            assert ref.kernel_matches_reference(kk, seed=threads)
+
+
 def test_panel_plan_is_explained(nt_everywhere):
     k = lj.compile_reorder(M((2, 40, 7, 7), "f32", "nhwc"), M((2, 40, 7, 7), "f32", "nchw"))
     text = k.plan.describe()
@@ -84,7 +105,7 @@ def test_many_row_groups_realign_instead_of_panels(nt_everywhere, dims, dt, pane
     s, d = M(dims, dt, "nhwc"), M(dims, dt, "nchw")
     k = lj.compile_reorder(s, d)
     assert k.plan.panel == panel and k.plan.shifted == (not panel), k.plan.describe()
-    assert k.plan.prefetch == (not panel)
+    assert k.plan.prefetch  # shifted: the next row group; panels: the next image
     rng = np.random.default_rng(sum(dims))
     x = ref.random_raw(s.get_size() // s.dtype.size, dt, rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
