@@ -12,10 +12,9 @@ Passes, in order (each is a function from IR to IR you can call and print):
    R x V register tile (``simd.tile``) with R rows filling one destination line
    (or the block), V from the vector width and a shuffle network of at most 16
    registers (``MAX_TILE_NET_REGS``: spilling networks ran 2-2.5x slower), M micro
-   tiles per macro tile so that ~32 source rows are read side by side, at least two
-   whole lines of each destination row are written (``MIN_ROW_LINES``: 64 rows for
-   f32 -> bf16), and tiles reading part of each source line (16-/8-bit) read 8 KB a
-   step (``PARTIAL_LINE_STEP_BYTES``); tails and zero padding become smaller or
+   tiles per macro tile so that ~32 source rows are read side by side, and tiles
+   reading part of each source line (16-/8-bit) read 8 KB a step
+   (``PARTIAL_LINE_STEP_BYTES``); tails and zero padding become smaller or
    zero-filled tiles.
    Two digits can stand in for one: a short B whose source run continues into a
    node C gives columns over B x C placed by a table (``TileSpec.c``, oihw ->
@@ -157,8 +156,6 @@ MAX_TILE_SRC_BYTES = 2048
 MAX_TILE_NET_REGS = 16
 # Padded runs shorter than a line (nhwc -> nChw8c, C=3) are packed this many per call.
 PACKED_RUNS = 16
-# A full transpose's macro tile writes at least this many whole lines of each destination row.
-MIN_ROW_LINES = 2
 # A transpose whose tiles read part of each source line reads at least this much per step.
 PARTIAL_LINE_STEP_BYTES = 8192
 # Flatten outer loops until the job count reaches this (load balance between threads).
@@ -325,9 +322,16 @@ class Plan:
 
     @property
     def prefetch_l2(self) -> bool:
-        """Whether the prefetches go to L2 only: large blocks (``PREFETCH_L1_MAX_BLOCK``) and
-        panels (:func:`panel_prefetch`)."""
-        return self.prefetch and (self.panel or self.prefetch_block > PREFETCH_L1_MAX_BLOCK)
+        """Whether the prefetches go to L2 only: large blocks (``PREFETCH_L1_MAX_BLOCK``),
+        panels (:func:`panel_prefetch`), and register-tile transposes whose source rows are
+        off the lines (``PREFETCH_L2_ROWS_OFF_LINES``)."""
+        t = self.tile
+        if not self.prefetch or t is None or t.b is None:
+            return False
+        if self.panel or self.prefetch_block > PREFETCH_L1_MAX_BLOCK:
+            return True
+        row = self.ir.nodes[t.b].extent * self.ir.operands[1].dtype.size
+        return t.kind == "transpose" and not self.shifted and row % 64 != 0
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -589,12 +593,11 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     # fewer streams than a full transpose (measured on Zen 5: 16 vs 32).
     streams = READ_STREAMS_BLOCKED if rows_contig else READ_STREAMS
     M = max(1, min(-(-a.extent // R), streams // R))
-    if not rows_contig and R * dsz == 64:
-        # tiles whose rows are whole lines: a macro tile writes at least two lines of each
-        # destination row, even if that reads more rows side by side (f32 -> bf16 nchw ->
-        # nhwc: 32 rows, one line, 1.20x copy at 1 thread / 1.37x at 2; 64 rows, two lines,
-        # 0.96x / 1.04x; for f32, 32 rows write two lines already)
-        M = max(M, min(-(-a.extent // R), MIN_ROW_LINES))
+    # (Tiles whose rows are one whole line -- f32 -> bf16 nchw -> nhwc, 32 rows -- once took
+    # two per macro tile, to write two lines of each destination row. Measured again with
+    # the rest of the planner as it is now, 32x256x56x56 and 64x128x56x56, ratio to copy at
+    # 1 thread (2 threads), 64 rows -> 32: 1.15-1.72 -> 1.02-1.35 (1.04-1.76 -> 0.94-1.37)
+    # in five runs; bf16 and s8 nchw -> nhwc unchanged. The 32 read streams decide.)
     if not rows_contig and V * ssz < 64 <= b.extent * ssz:
         # tiles that read part of each source line (16-bit: 32 B, 8-bit: 16 B) fetch new
         # lines only every few steps along B; reading 8 KB per step keeps enough misses in
@@ -1034,6 +1037,14 @@ PREFETCH_MAX_BLOCK = 128 * 1024
 #: 1.38 -> 0.93 (1.16 -> 0.94), bf16 nhwc -> nchw 32x256x56x56 (128 KB) 0.94 -> 0.85; with
 #: 16 KB blocks L1 wins (f32 nhwc -> nchw C=64: 0.78 -> 1.06).
 PREFETCH_L1_MAX_BLOCK = 16 * 1024
+#: (``Plan.prefetch_l2``) Register-tile transposes whose source rows are not a whole number
+#: of lines prefetch to L2 whatever the block: each column step reads lines that straddle
+#: into the next step's. Measured at 1 thread (2 threads), ratio to copy, to all levels ->
+#: to L2: nchw -> nhwc 1024x256x7x7 (rows of 196 B, 6 KB blocks) 1.10 -> 0.76 (0.98 ->
+#: 0.78), f32 -> bf16 1.82 -> 1.19 (1.48 -> 1.08), ab -> ba 200000x48 (192 B) 1.10 -> 0.77
+#: (0.94 -> 0.87); rows of whole lines keep L1 (nchw -> nhwc 8x8, 256 B: 0.81 -> 0.97;
+#: nhwc -> nchw C=64 0.95 -> 1.04), and so do runs into lines (nhwc -> nChw8c 0.63 -> 0.85)
+#: and realigned transposes (nhwc -> nchw 8x40x150x150, rows of 160 B: 1.25 -> 1.61).
 
 
 def _prefetch_rows(ir: LoopIR, tile: TileSpec) -> bool:
