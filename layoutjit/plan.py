@@ -323,15 +323,17 @@ class Plan:
     @property
     def prefetch_l2(self) -> bool:
         """Whether the prefetches go to L2 only: large blocks (``PREFETCH_L1_MAX_BLOCK``),
-        panels (:func:`panel_prefetch`), and register-tile transposes whose source rows are
-        off the lines (``PREFETCH_L2_ROWS_OFF_LINES``)."""
+        panels (:func:`panel_prefetch`), register-tile transposes whose source rows are off
+        the lines, realigned ones with long rows (``PREFETCH_L2_SHIFT_ROW``)."""
         t = self.tile
         if not self.prefetch or t is None or t.b is None:
             return False
         if self.panel or self.prefetch_block > PREFETCH_L1_MAX_BLOCK:
             return True
         row = self.ir.nodes[t.b].extent * self.ir.operands[1].dtype.size
-        return t.kind == "transpose" and not self.shifted and row % 64 != 0
+        if self.shifted:
+            return row >= PREFETCH_L2_SHIFT_ROW
+        return t.kind == "transpose" and row % 64 != 0
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -1045,6 +1047,14 @@ PREFETCH_L1_MAX_BLOCK = 16 * 1024
 #: (0.94 -> 0.87); rows of whole lines keep L1 (nchw -> nhwc 8x8, 256 B: 0.81 -> 0.97;
 #: nhwc -> nchw C=64 0.95 -> 1.04), and so do runs into lines (nhwc -> nChw8c 0.63 -> 0.85)
 #: and realigned transposes (nhwc -> nchw 8x40x150x150, rows of 160 B: 1.25 -> 1.61).
+#: Realigned (shifted) transposes prefetch to L2 when their source rows have at least this
+#: many bytes. Measured nhwc -> nchw at 1 thread (2 threads), to all levels -> to L2:
+#: 8x256x75x75 (rows of 1 KB) 1.79 -> 1.10 (1.23 -> 0.83), ndhwc -> ncdhw 64x256x7x7x7 1.70
+#: -> 1.14 (1.44 -> 1.12), 32x128x35x35 (512 B) 1.49 -> 1.27 (1.58 -> 1.03), bf16
+#: 64x256x28x28 1.44 -> 1.02 (1.33 -> 1.10), 128x256x14x14 1.96 -> 1.51 (1.64 -> 1.14);
+#: shorter rows lose (8x96x150x150, 384 B: 0.69 -> 0.81; 256x64x14x14 at 2 threads 2.38 ->
+#: 2.61).
+PREFETCH_L2_SHIFT_ROW = 512
 
 
 def _prefetch_rows(ir: LoopIR, tile: TileSpec) -> bool:

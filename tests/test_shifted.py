@@ -92,19 +92,23 @@ def test_register_realignment_of_two_and_four_byte_rows(shifted_nt, dims, stag, 
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 16, 40, 1}))
 
 
-@pytest.mark.parametrize("dims,dt,prefetch", [
-    ((2, 40, 5, 7), "f32", True),     # pixels of 160 B follow one another: 3 blocks of 16
-    ((1, 96, 9, 11), "bf16", True),   # 2-byte: groups of 32 pixels, 6 blocks of 16
-    ((1, 1100, 7, 5), "f32", False),  # pixels of 4.4 KB stream on their own
+@pytest.mark.parametrize("dims,dt,prefetch,l2", [
+    ((2, 40, 5, 7), "f32", True, False),     # pixels of 160 B follow one another: 3 blocks of 16
+    ((1, 96, 9, 11), "bf16", True, False),   # 2-byte: groups of 32 pixels, 6 blocks of 16
+    ((2, 136, 5, 7), "f32", True, True),     # pixels of 544 B: prefetched to L2
+    ((1, 1100, 7, 5), "f32", False, False),  # pixels of 4.4 KB stream on their own
 ])
-def test_shifted_tiles_prefetch_the_next_group(shifted_nt, dims, dt, prefetch):
+def test_shifted_tiles_prefetch_the_next_group(shifted_nt, dims, dt, prefetch, l2):
     """nhwc -> nchw into planes off the lines: each block's tile prefetches its share of the
-    next row group's contiguous source block (``shift_prefetch``); every byte."""
+    next row group's contiguous source block (``shift_prefetch``), to L2 for rows of
+    ``PREFETCH_L2_SHIFT_ROW`` bytes or more; every byte."""
     n, c, h, w = dims
     s, d = M(dims, dt, "nhwc"), M(dims, dt, "nchw")
     k = lj.compile_reorder(s, d)
     assert k.plan.shifted and k.plan.prefetch == prefetch, k.plan.describe()
     assert ("= prefetch(" in k.source) == prefetch
+    assert k.plan.prefetch_l2 == l2 and ("l2_only=True" in k.source) == l2
+    assert l2 == (prefetch and c * s.dtype.size >= plan_mod.PREFETCH_L2_SHIFT_ROW)
     rng = np.random.default_rng(sum(dims))
     x = ref.random_raw(s.get_size() // s.dtype.size, dt, rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
