@@ -651,7 +651,7 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
     i64 = soff.type
     for r in range(R):
         p = builder.gep(sptr, [builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))], inbounds=True)
-        _prefetch(builder, p, SHIFT_PREFETCH_BYTES // s.size)
+        _prefetch(builder, p, SHIFT_PREFETCH_BYTES // s.size, 2 if V * s.size < 64 else 3)
     gather, converted = _tile_regs(builder, sptr, soff, sstride, R=R, V=V, s=s, d=d, Rv=R, Vv=V,
                                    vbytes=64)
     P = _pow2ceil(V)
@@ -692,6 +692,11 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
 #: 6000x6000 1.33 -> 1.00, f32 -> bf16 3001x2999 1.82-2.32 -> 1.43-1.48, f16 5000x3001
 #: 1.66 -> 1.22 (1.36 -> 1.04); 512 or 1024 bytes ahead measured worse. (The plain register
 #: tiles gain nothing from it: measured, left out there.)
+#: Tiles that read part of each source line (2-byte: 32 B) come back to the line for their
+#: next block: their row prefetches go to L2 only, not to evict those lines from L1. At 1
+#: thread (2 threads), to all levels -> to L2: bf16 4001x3999 1.46 -> 1.16 (1.08 -> 0.90),
+#: f16 5000x3001 1.47 -> 1.21 (2.14 -> 1.74); f32 (whole lines) 3001x2999 at 2 threads
+#: 0.96-1.23 -> 1.14-1.40, so 4-byte tiles keep L1.
 SHIFT_PREFETCH_BYTES = 256
 
 

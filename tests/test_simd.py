@@ -845,3 +845,25 @@ def test_tile_post_ops_validation_and_values():
     with np.errstate(invalid="ignore"):  # random bit patterns: NaNs stay NaNs
         exp[live] = np.where(v > 0, v, v * np.float32(0.5))
     np.testing.assert_array_equal(c.dst.view(np.uint32), exp.view(np.uint32))
+
+
+@pytest.mark.skipif(not simd._cv._is_x86() or not simd.tile_shift_supported("f32"),
+                    reason="tile_shift needs x86 AVX-512")
+@pytest.mark.parametrize("dt, V, hint", [("f32", 16, "prefetcht0"), ("bf16", 32, "prefetcht0"),
+                                         ("bf16", 16, "prefetcht1")])
+def test_tile_shift_row_prefetch_level(dt, V, hint):
+    """tile_shift prefetches its source rows ahead: to all levels when a tile reads whole
+    lines of its rows, to L2 only when it reads part of each line (bf16 32x16: 32 B) and
+    comes back to it for the next block."""
+    ts = simd.tile_shift(dt, V=V)
+    st = numba.from_dtype(np.dtype(np.float32 if dt == "f32" else np.uint16))
+    arr = numba.types.Array(st, 1, "C")
+
+    @numba.njit
+    def k(src, dst, carry):
+        ts(src, 0, 4096, dst, 0, 4096, carry, 0)
+
+    k.compile((arr, arr, arr))
+    asm = k.inspect_asm(k.signatures[0])
+    other = "prefetcht1" if hint == "prefetcht0" else "prefetcht0"
+    assert re.search(rf"\b{hint}\b", asm) and not re.search(rf"\b{other}\b", asm)
