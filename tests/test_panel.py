@@ -55,8 +55,10 @@ def test_panels_prefetch_the_next_outer_block(nt_everywhere):
     assert p.prefetch_block == 49 * 40 * 4  # one image: 49 pixels of 40 channels
     # 3 jobs of 16 channels share the 7840 B: 2624 B each (41 lines), one image ahead
     assert "prefetch(2624, l2_only=True)" in k.source and "(src, so + 1960 + jb * 656)" in k.source
-    # ab -> ba: no outer loop; channels 48 apart (strided source rows): no prefetch
-    for s in (M((43, 23), "f32", "ab"), M(dims, "f32", strides=(49 * 48, 1, 7 * 48, 48))):
+    # ab -> ba: no outer loop; channels 48 apart (strided source rows); nChw16c: rows of one
+    # tile step, read in order: no prefetch
+    for s in (M((43, 23), "f32", "ab"), M(dims, "f32", strides=(49 * 48, 1, 7 * 48, 48)),
+              M((2, 32, 7, 7), "f32", "nChw16c")):
         k2 = lj.compile_reorder(s, M(s.dims, "f32", "ba" if len(s.dims) == 2 else "nchw"))
         assert k2.plan.panel and not k2.plan.prefetch and "prefetch" not in k2.source, k2.plan.describe()
     for s in (M(dims, "f32", "nhwc"), M(dims, "f32", strides=(49 * 48, 1, 7 * 48, 48))):
