@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .ir import LoopIR, Node, Operand
-from .plan import Plan, TileSpec, cols_table, shift_rows, src_rows
+from .plan import Plan, TileSpec, cols_table, shift_rows, src_rows, tile_rows
 from .simd import tile_shift_supported
 
 CODEGEN_VERSION = "1"
@@ -596,9 +596,8 @@ class KernelWriter:
             if p.tile is None:  # the innermost element loop, cut into chunks
                 exts.append(-(-self.ir.nodes[order[-1]].extent // p.chunk))
             else:
-                a = self.ir.nodes[p.tile.a]
                 per = p.chunk if p.tile.kind == "stream" else p.tile.R * p.tile.M
-                exts.append(-(-a.extent // per))
+                exts.append(-(-tile_rows(self.ir, p.tile) // per))
         w = self.w
         offs = [str(op.offset0) for op in self.ops]
         state: dict[int, object] = {d: ("partial", 0) for d, r in enumerate(self.ir.dims) if r.guarded}
@@ -862,8 +861,8 @@ class KernelWriter:
         assert t is not None and t.b is not None
         A = self.ir.nodes[t.a]
         B = self.ir.nodes[t.b]
-        if t.a2 is not None:  # rows A2lo x A: one line, each row at its own source offset
-            A = Node(t.R, None, 1, (1, 0))
+        if t.a2 is not None:  # rows A2lo x A: lines, each row at its own source offset
+            A = Node(tile_rows(self.ir, t), None, 1, (1, 0))
         vA, wrA = self._range_of(A, state)
         vB, wrB = self._range_of(B, state)
         if zero:
@@ -894,6 +893,8 @@ class KernelWriter:
         nuni = 0  # leading groups of the same shape become one loop
         while nuni < len(groups) and shape(groups[nuni]) == shape(groups[0]):
             nuni += 1
+        if t.a2 is not None:
+            nuni = min(nuni, 1)  # each line of a period has its own row offsets: unrolled
 
         def emit_group(dep: int, gr: list, base: str) -> None:
             if t.c is not None:
@@ -939,7 +940,8 @@ class KernelWriter:
                                           self.plan.prefetch_l2))
                         self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
                                          f"({cexpr}) * {G} + ({rel}) * {V})")
-                    self._emit_transpose(dep3, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo)
+                    rows = self.src_rows[a0:a0 + R] if self.src_rows is not None else None
+                    self._emit_transpose(dep3, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo, rows=rows)
 
         if group_var is not None:
             gsz = t.M * t.R
@@ -1039,7 +1041,8 @@ class KernelWriter:
         return self.tables[key]
 
     def _emit_transpose(self, depth: int, so: str, do: str, sA: int, dB: int, R: int, V: int,
-                        Rv: int, Vv: int, A: Node, B: Node, nt: bool, xo: list[str]) -> None:
+                        Rv: int, Vv: int, A: Node, B: Node, nt: bool, xo: list[str],
+                        rows: tuple | None = None) -> None:
         t = self.plan.tile
         assert t is not None
         dsz = self.ops[0].dtype.size
@@ -1048,8 +1051,7 @@ class KernelWriter:
         use_nt = nt and ((R * V) % q == 0 if rc else (R * dsz) % 64 == 0)
         if self.ep.direct or Rv == 0 or Vv == 0 or self.ep.vector_ops:
             post = self.ep.vector_ops if Rv and Vv else ()
-            fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc), dense=sA == V, post=post,
-                             rows=self.src_rows)
+            fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc), dense=sA == V, post=post, rows=rows)
             self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do}, {dB})")
             return
         # An epilogue (scales, post-ops): (1) transpose the source values into a small buffer,

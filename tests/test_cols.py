@@ -16,6 +16,9 @@ rows from two digits (4 o x 4 i), each row read from its own source offset
 
 from __future__ import annotations
 
+import math
+import re
+
 import numba
 import numpy as np
 import pytest
@@ -186,6 +189,11 @@ LINE_CASES = [  # dims, src tag, dst tag, dst dtype, a2 expected
     ((16, 32, 5, 5), "oihw", "OIhw4i16o4i", "bf16", True),
     ((2, 16, 16, 3, 3), "goihw", "gOIhw4i16o4i", "f32", True),
     ((16, 16, 3, 3), "oihw", "OIhw2i8o4i", "f32", True),
+    # A (hw = 9) does not divide a line: 16 i x 9 hw = 9 lines a period, unrolled
+    ((64, 48, 3, 3), "OIhw16i16o", "oihw", "f32", True),
+    ((2, 32, 48, 3, 3), "gOIhw16i16o", "goihw", "f32", True),
+    ((32, 32, 6), "OIw16i16o", "oiw", "f32", True),          # 8 i x 6 w = 3 lines; 2 periods
+    ((32, 32, 3, 3, 3), "OIdhw16i16o", "oidhw", "f32", False),  # 27 lines a period: too many
     ((17, 32, 3, 3), "oihw", "OIhw4i16o4i", "f32", False),   # padded o: tiles of 4 rows
     ((32, 20, 3, 3), "oihw", "OIhw4i16o4i", "f32", False),   # padded i
 ]
@@ -199,6 +207,10 @@ def test_line_rows_kernels_are_exact(nt_and_parallel_always, dims, stag, dtag, d
     if a2:
         assert "src_rows=" in k.source and "source offsets" in k.plan.describe()
         assert t.R * as_dtype(ddt).size == 64 and k.plan.nt  # every column one whole line
+        a, a2n = k.plan.nodes[t.a], k.plan.nodes[t.a2]
+        lines = a.extent * a2n.extent // t.R  # lines a period: one tile call (own rows) each
+        assert a.extent * a2n.extent == math.lcm(t.R, a.extent)
+        assert len(set(re.findall(r"src_rows=\((.*?)\)", k.source))) == lines, k.source
     _run_checked(k, offsets=(0, as_dtype(ddt).size))
 
 
