@@ -193,6 +193,8 @@ LINE_CASES = [  # dims, src tag, dst tag, dst dtype, a2 expected
     ((64, 48, 3, 3), "OIhw16i16o", "oihw", "f32", True),
     ((2, 32, 48, 3, 3), "gOIhw16i16o", "goihw", "f32", True),
     ((32, 32, 6), "OIw16i16o", "oiw", "f32", True),          # 8 i x 6 w = 3 lines; 2 periods
+    ((32, 32, 20), "OIw16i16o", "oiw", "f32", True),         # A longer than a line: 4 i x 20 = 5 lines
+    ((32, 32, 3, 6), "OIhw16i16o", "oihw", "f32", True),     # 8 i x 18 hw = 9 lines
     ((32, 32, 3, 3, 3), "OIdhw16i16o", "oidhw", "f32", False),  # 27 lines a period: too many
     ((17, 32, 3, 3), "oihw", "OIhw4i16o4i", "f32", False),   # padded o: tiles of 4 rows
     ((32, 20, 3, 3), "oihw", "OIhw4i16o4i", "f32", False),   # padded i
