@@ -231,7 +231,7 @@ class KernelWriter:
                  "from layoutjit.runtime import opaque, ptr_from_int"]
         head += list(self.ep.imports)
         if self.tiles or self.uses_nt:
-            kinds = sorted({"tile_cols" if k[0] == "cols" else k[0] for k in self.tiles}
+            kinds = sorted({{"cols": "tile_cols", "rows": "tile_rows"}.get(k[0], k[0]) for k in self.tiles}
                            | ({"sfence"} if self.uses_nt else set()))
             head.append(f"from layoutjit.simd import {', '.join(kinds)}")
         for spec, name in self.tiles.items():
@@ -240,9 +240,10 @@ class KernelWriter:
                 head.append(f"{name} = tile_shift({sdt!r}, {ddt!r}, V={V})")
             elif spec[0] == "prefetch":
                 head.append(f"{name} = prefetch({spec[1]}" + (", l2_only=True)" if spec[2] else ")"))
-            elif spec[0] == "cols":
+            elif spec[0] in ("cols", "rows"):
                 _, R, V, Rv, Vv, nt, sdt, ddt, post = spec
-                head.append(f"{name} = tile_cols({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, nt={nt}, "
+                fn = {"cols": "tile_cols", "rows": "tile_rows"}[spec[0]]
+                head.append(f"{name} = {fn}({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, nt={nt}, "
                             f"vbytes={p.vector_bytes}" + (f", post={post!r})" if post else ")"))
             elif spec[0] == "gather":
                 _, R, V, Rv, nt, Vv, dense, sdt, ddt = spec
@@ -810,13 +811,13 @@ class KernelWriter:
         key = key + (str(sdt or self.ops[1].dtype), str(ddt or self.ops[0].dtype))
         if key[0] == "tile":
             key = key + (dense and key[3] > 0 and key[4] == key[2], tuple(post), rows)
-        if key[0] == "cols":
+        if key[0] in ("cols", "rows"):
             key = key + (tuple(post),)
         if key[0] in ("tile", "cols") and (key[3] == 0 or key[4] == 0):
             key = key[:3] + (0, 0) + key[5:]  # all-zero tile: no reads
         if key not in self.tiles:
             self.tiles[key] = f"T{len(self.tiles)}"
-        if key[0] in ("tile", "cols") and key[5] or key[0] == "tile_shift":
+        if key[0] in ("tile", "cols", "rows") and key[5] or key[0] == "tile_shift":
             self.uses_nt = True
         if key[0] == "gather" and key[4]:
             self.uses_nt = True
@@ -862,6 +863,9 @@ class KernelWriter:
         A = self.ir.nodes[t.a]
         B = self.ir.nodes[t.b]
         if t.a2 is not None:  # rows A2lo x A: lines, each row at its own source offset
+            if tile_rows(self.ir, t) > t.R:
+                self._period_lines(depth, offs, state, nt, group_var, zero)
+                return
             A = Node(tile_rows(self.ir, t), None, 1, (1, 0))
         vA, wrA = self._range_of(A, state)
         vB, wrB = self._range_of(B, state)
@@ -893,8 +897,6 @@ class KernelWriter:
         nuni = 0  # leading groups of the same shape become one loop
         while nuni < len(groups) and shape(groups[nuni]) == shape(groups[0]):
             nuni += 1
-        if t.a2 is not None:
-            nuni = min(nuni, 1)  # each line of a period has its own row offsets: unrolled
 
         def emit_group(dep: int, gr: list, base: str) -> None:
             if t.c is not None:
@@ -964,6 +966,40 @@ class KernelWriter:
             emit_group(depth, groups[0], "0")
         for gi in range(nuni, len(groups)):
             emit_group(depth, groups[gi], str(groups[gi][0][0]))
+
+    def _period_lines(self, depth: int, offs: list[str], state: dict, nt: bool,
+                      group_var: str | None, zero: bool) -> None:
+        """An ``a2`` transpose whose rows repeat their source offsets every few lines (one
+        period, ``tile_rows``): a loop over the period's lines, each a ``tile_rows`` call
+        whose row offsets are that line's slice of one table."""
+        t = self.plan.tile
+        assert t is not None and t.b is not None and self.src_rows is not None
+        B = self.ir.nodes[t.b]
+        L, R = tile_rows(self.ir, t), t.R
+        vB, wrB = self._range_of(B, state)
+        dB, sB = B.strides[0], B.strides[1]
+        assert dB is not None and sB is not None
+        dsz = self.ops[0].dtype.size
+        use_nt = nt and (R * dsz) % 64 == 0
+        table = self._table(list(self.src_rows))
+        lv = self.w.var("l")
+        if group_var is not None:
+            G = R * t.M
+            self.w.put(depth, f"for {lv} in range({group_var} * {G}, min({group_var} * {G} + {G}, {L}), {R}):")
+        else:
+            self.w.put(depth, f"for {lv} in range(0, {L}, {R}):")
+        d = depth + 1
+        for c0 in range(0, wrB, t.V):
+            V = min(t.V, wrB - c0)
+            Vv = 0 if zero else _clamp(vB - c0, 0, V)
+            so = f"{offs[1]} + {c0 * sB}"
+            do = f"{offs[0]} + {lv} + {c0 * dB}"
+            if Vv == 0:
+                fn = self._micro(("tile", R, V, 0, 0, use_nt, False))
+                self.w.put(d, f"{fn}(src, 0, 0, dst, {do}, {dB})")
+                continue
+            fn = self._micro(("rows", R, V, R, Vv, use_nt), post=self.ep.vector_ops)
+            self.w.put(d, f"{fn}(src, {so}, {table}, {lv}, dst, {do}, {dB})")
 
     def _cols_group(self, depth: int, gr: list, base: str, offs: list[str], nt: bool) -> None:
         """One row group of a cols transpose: V-column chunks of the B x C source run.

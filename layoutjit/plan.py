@@ -664,10 +664,11 @@ def _line_rows(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes:
 
     When A is not a whole number of lines (OIhw16i16o -> oihw: 9 hw, f32 lines of 16),
     the rows repeat their pattern every lcm(line, A) elements: A2lo takes that many A's
-    (16 i: 144 rows, 9 lines), and the macro tile is those lines, unrolled, each tile
-    with its own row offsets (at most ``LINE_ROWS_MAX_LINES`` lines: 27 lines of
-    OIdhw16i16o -> oidhw gained at 56 MB, 2.05 -> 1.44, but lost in cache, 3.56 -> 4.60,
-    its 27 tile bodies twice over the instruction cache). Measured
+    (16 i: 144 rows, 9 lines), and the macro tile is a loop over those lines, each
+    tile reading its rows at the offsets of its slice of one table (``simd.tile_rows``;
+    at most ``LINE_ROWS_MAX_LINES`` lines). Unrolled tiles with constant offsets
+    measured the same on 9 lines, but 27 (OIdhw16i16o -> oidhw) lost in cache, 3.56 ->
+    4.60x copy, their bodies twice over the instruction cache. Measured
     OIhw16i16o -> oihw 1024x1024x3x3 f32, ratio to copy at 1 thread (2 threads): 9x16
     tiles storing 36-byte pieces 1.83-2.4 (1.88-2.1) -> 1.29 (1.30); gOIhw16i16o -> goihw
     64x128x128x3x3 1.72 -> 1.17 (1.45 -> 0.92).
@@ -703,8 +704,8 @@ def _line_rows(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes:
     return None
 
 
-#: Most destination lines in one period of an ``a2`` transpose (tiles unrolled per period).
-LINE_ROWS_MAX_LINES = 16
+#: Most destination lines in one period of an ``a2`` transpose (its row table: 64 x R offsets).
+LINE_ROWS_MAX_LINES = 64
 
 
 def tile_rows(ir: LoopIR, tile: TileSpec) -> int:

@@ -74,7 +74,7 @@ from numba.extending import intrinsic
 from . import convert as _cv
 from .dtypes import DataType, as_dtype
 
-__all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "tile", "tile_cols", "tile_shift",
+__all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "tile", "tile_cols", "tile_rows", "tile_shift",
            "tile_shift_supported",
            "gather", "sfence", "supports",
            "MAX_TILE"]
@@ -457,10 +457,12 @@ def _dense_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, *, R: int, V: int, 
 def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
                dstride, *, R: int, V: int, s: DataType, d: DataType, Rv: int, Vv: int,
                nt: bool, rows_contiguous: bool, vbytes: int, src_dense: bool = False,
-               post: tuple = (), cols: tuple | None = None, src_rows: tuple | None = None) -> None:
+               post: tuple = (), cols: tuple | None = None, src_rows: tuple | _RowTable | None = None
+               ) -> None:
     """Emit the whole tile at the builder's position (pointers are to storage elements).
 
-    ``src_rows``: source row r starts at ``soff + src_rows[r]`` (``sstride`` unused).
+    ``src_rows``: source row r starts at ``soff + src_rows[r]`` (``sstride`` unused), the
+    offsets constants or a :class:`_RowTable` read at run time.
 
     ``cols``: (table pointer, offset): destination row c starts at ``doff + table[offset + c]``
     instead of ``doff + c*dstride`` (see :func:`tile_cols`).
@@ -485,8 +487,15 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
                 cols=cols)
 
 
+class _RowTable:
+    """Source row offsets read at run time: row r starts at ``soff + ptr[off + r]``."""
+
+    def __init__(self, ptr: ir.Value, off: ir.Value):
+        self.ptr, self.off = ptr, off
+
+
 def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, V: int, s: DataType,
-               d: DataType, Rv: int, Vv: int, vbytes: int, src_rows: tuple | None = None
+               d: DataType, Rv: int, Vv: int, vbytes: int, src_rows: tuple | _RowTable | None = None
                ) -> tuple[_Gather, bool]:
     """Steps 1-3 of a tile: load the rows, convert (narrowing), transpose in registers.
     Returns the gatherer of element ids r*P + c and whether the values are converted."""
@@ -502,7 +511,10 @@ def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, 
         if r >= Rv or Vv == 0:
             rows.append(_V(zero_row, ids))
             continue
-        if src_rows is not None:
+        if isinstance(src_rows, _RowTable):
+            tp = builder.gep(src_rows.ptr, [builder.add(src_rows.off, ir.Constant(i64, r))], inbounds=True)
+            off = builder.add(soff, builder.load(tp, align=8))
+        elif src_rows is not None:
             off = builder.add(soff, ir.Constant(i64, src_rows[r]))
         else:
             off = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))
@@ -936,6 +948,67 @@ def tile_cols(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int 
         raise ValueError(f"tile_cols: non-temporal stores need R*dst_size ({R * d.size} bytes) to "
                          f"be a multiple of 64")
     return _make_tile_cols(R, V, str.__str__(s), str.__str__(d), Rv, Vv, bool(nt), int(vbytes), post)
+
+
+@functools.cache
+def _make_tile_rows(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: bool,
+                    vbytes: int, post: tuple = ()):
+    s, d = as_dtype(sname), as_dtype(dname)
+    params = dict(R=R, V=V, s=s, d=d, Rv=Rv, Vv=Vv, nt=nt, rows_contiguous=False, vbytes=vbytes,
+                  post=post)
+
+    def impl(typingctx, src, soff, table, toff, dst, doff, dstride):
+        _expect_array(src, s, "src", "tile_rows")
+        _expect_array(dst, d, "dst", "tile_rows")
+        if dst.mutable is False:
+            raise errors.TypingError("tile_rows: dst is read-only")
+        if not (isinstance(table, types.Array) and table.ndim == 1 and table.layout == "C"
+                and table.dtype == types.int64):
+            raise errors.TypingError(f"tile_rows: table must be a 1-D C-contiguous int64 array, "
+                                     f"got {table}")
+        for t in (soff, toff, doff, dstride):
+            if not isinstance(t, types.Integer):
+                raise errors.TypingError(f"tile_rows: offsets and strides must be integers, got {t}")
+        i64 = types.int64
+        sig = types.void(src, i64, table, i64, dst, i64, i64)
+
+        def codegen(context, builder, sig, args):
+            sa = context.make_array(sig.args[0])(context, builder, args[0])
+            ta = context.make_array(sig.args[2])(context, builder, args[2])
+            da = context.make_array(sig.args[4])(context, builder, args[4])
+            _emit_tile(builder, sa.data, args[1], None, da.data, args[5], args[6],
+                       src_rows=_RowTable(ta.data, args[3]), **params)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    name = (f"lj_tile_rows_{R}x{V}_{sname}_{dname}"
+            + (f"_rv{Rv}" if Rv != R else "") + (f"_vv{Vv}" if Vv != V else "")
+            + ("_nt" if nt else "")
+            + "".join(f"_{op}{a!r}".replace(".", "p").replace("-", "m") for op, a in post)
+            + f"_w{vbytes}")
+    impl.__name__ = impl.__qualname__ = name
+    impl.__module__ = __name__
+    return intrinsic(impl)
+
+
+def tile_rows(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | None = None,
+              nt: bool = False, vbytes: int = HOST_VECTOR_BYTES, post: tuple = ()):
+    """:func:`tile` with source rows placed by a table:
+    ``t(src, soff, table, toff, dst, doff, dstride)`` reads source row r from
+    ``src[soff + table[toff + r]]`` (``table``: int64 array) and stores the transposed
+    block as :func:`tile` does (destination row c at ``doff + c*dstride``).
+
+    For destination lines whose elements come from two source digits in a pattern that
+    repeats only every few lines (OIhw16i16o -> oihw: a line of 16 (i, hw) pairs out of
+    9 x 16), one micro-kernel for all the lines of the period.
+    """
+    s, d = as_dtype(src_dt), as_dtype(dst_dt)
+    R, V, Rv, Vv, post = _tile_args("tile_rows", R, V, Rv, Vv, vbytes, post, d)
+    if nt and (R * d.size) % 64:
+        raise ValueError(f"tile_rows: non-temporal stores need R*dst_size ({R * d.size} bytes) to "
+                         f"be a multiple of 64")
+    return _make_tile_rows(R, V, str.__str__(s), str.__str__(d), Rv, Vv, bool(nt), int(vbytes), post)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import layoutjit as lj
 import layoutjit.plan as plan_mod
 import reference as ref
 from layoutjit.dtypes import as_dtype
-from layoutjit.simd import sfence, tile, tile_cols
+from layoutjit.simd import sfence, tile, tile_cols, tile_rows
 from test_convert import ref_direct
 
 M = lj.MemoryDesc
@@ -195,7 +195,9 @@ LINE_CASES = [  # dims, src tag, dst tag, dst dtype, a2 expected
     ((32, 32, 6), "OIw16i16o", "oiw", "f32", True),          # 8 i x 6 w = 3 lines; 2 periods
     ((32, 32, 20), "OIw16i16o", "oiw", "f32", True),         # A longer than a line: 4 i x 20 = 5 lines
     ((32, 32, 3, 6), "OIhw16i16o", "oihw", "f32", True),     # 8 i x 18 hw = 9 lines
-    ((32, 32, 3, 3, 3), "OIdhw16i16o", "oidhw", "f32", False),  # 27 lines a period: too many
+    ((32, 32, 3, 3, 3), "OIdhw16i16o", "oidhw", "f32", True),   # 27 lines a period
+    ((32, 48, 5, 5), "OIhw16i16o", "oihw", "bf16", False),  # bf16 lines of 32: 32 i wanted, 16 there
+    ((32, 32, 5, 5), "OIhw16i16o", "oihw", "f32", True),     # 25 lines
     ((17, 32, 3, 3), "oihw", "OIhw4i16o4i", "f32", False),   # padded o: tiles of 4 rows
     ((32, 20, 3, 3), "oihw", "OIhw4i16o4i", "f32", False),   # padded i
 ]
@@ -207,13 +209,41 @@ def test_line_rows_kernels_are_exact(nt_and_parallel_always, dims, stag, dtag, d
     t = k.plan.tile
     assert (t.a2 is not None) == a2, k.plan.describe()
     if a2:
-        assert "src_rows=" in k.source and "source offsets" in k.plan.describe()
+        assert "source offsets" in k.plan.describe()
         assert t.R * as_dtype(ddt).size == 64 and k.plan.nt  # every column one whole line
         a, a2n = k.plan.nodes[t.a], k.plan.nodes[t.a2]
-        lines = a.extent * a2n.extent // t.R  # lines a period: one tile call (own rows) each
+        lines = a.extent * a2n.extent // t.R  # lines a period
         assert a.extent * a2n.extent == math.lcm(t.R, a.extent)
-        assert len(set(re.findall(r"src_rows=\((.*?)\)", k.source))) == lines, k.source
+        if lines == 1:  # one tile, its row offsets constants
+            assert "src_rows=" in k.source and "tile_rows" not in k.source
+        else:  # a loop over the period's lines, offsets from one table of lines x R
+            assert "src_rows=" not in k.source and "tile_rows(" in k.source, k.source
+            tab = re.search(r"TAB\d+ = np.array\(\[(.*?)\], np.int64\)", k.source).group(1)
+            assert len(tab.split(",")) == lines * t.R
     _run_checked(k, offsets=(0, as_dtype(ddt).size))
+
+
+def test_tile_rows_matches_numpy():
+    """``simd.tile_rows``: source row r read at ``soff + table[toff + r]``, a column tail
+    (Vv < V) zero-filled, conversion, NT rejected for partial lines."""
+    rng = np.random.default_rng(12)
+    table = np.array([7, 0, 40, 13, 100, 91, 55, 22, 3, 64, 18, 77], np.int64)
+    t = tile_rows(8, 5, "f32", "bf16", Vv=4)
+    src = ref.random_raw(200, "f32", rng)
+    dst = np.zeros(5 * 8 + 9, np.uint16)
+
+    @numba.njit
+    def run(s, tab, d):
+        t(s, 2, tab, 3, d, 9, 8)
+
+    run(src, table, dst)
+    exp = np.zeros_like(dst)
+    for c in range(4):
+        for r in range(8):
+            exp[9 + c * 8 + r] = ref_direct("f32", "bf16", src[2 + table[3 + r] + c:3 + table[3 + r] + c])[0]
+    np.testing.assert_array_equal(dst, exp)
+    with pytest.raises(ValueError, match="non-temporal"):
+        tile_rows(8, 5, "f32", "f32", nt=True)
 
 
 def test_src_rows_tile_matches_numpy():
