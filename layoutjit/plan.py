@@ -391,8 +391,8 @@ class Plan:
             assert t.b is not None
             nl = tile_rows(self.ir, t) // t.R
             lines.append(f"micro-kernel: transpose rows A2={nm(t.a2)} x A={nm(t.a)} ("
-                         + ("one destination line" if nl == 1 else f"{nl} destination lines, one tile each, "
-                            "unrolled") + f"), B={nm(t.b)}, src stride 1, by {t.R}x{t.V} register tiles "
+                         + ("one destination line" if nl == 1 else f"{nl} destination lines, a loop of tiles "
+                            "whose row offsets come from one table") + f"), B={nm(t.b)}, src stride 1, by {t.R}x{t.V} register tiles "
                          f"whose rows start at {t.R} source offsets")
         elif t.kind == "transpose" and t.c is not None:
             assert t.b is not None
@@ -602,11 +602,17 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     # the rest of the planner as it is now, 32x256x56x56 and 64x128x56x56, ratio to copy at
     # 1 thread (2 threads), 64 rows -> 32: 1.15-1.72 -> 1.02-1.35 (1.04-1.76 -> 0.94-1.37)
     # in five runs; bf16 and s8 nchw -> nhwc unchanged. The 32 read streams decide.)
-    if not rows_contig and V * ssz < 64 <= b.extent * ssz:
+    if vbytes >= 64 and not rows_contig and V * ssz < 64 <= b.extent * ssz:
         # tiles that read part of each source line (16-bit: 32 B, 8-bit: 16 B) fetch new
         # lines only every few steps along B; reading 8 KB per step keeps enough misses in
         # flight (16-bit nhwc -> nchw, 51 MB, 1 thread: 64 rows 1.5-1.8x copy, 256 rows
-        # 0.96-1.06x; 8-bit: 128 rows 1.75x, 512 rows 1.55x)
+        # 0.96-1.06x; 8-bit: 128 rows 1.75x, 512 rows 1.55x). With 32-byte vectors every
+        # tile reads half lines, and the wide steps lose (Zen 3, AVX2, ratio to copy at 1
+        # thread (2 threads), 8 KB steps -> READ_STREAMS rows: ncw -> nwc 32x128x1024 1.42
+        # -> 1.01 (1.55 -> 0.76), ab -> ba 2048x2048 1.96 -> 0.95 (1.39 -> 0.89), 8192x4096
+        # 1.47 -> 1.01 (1.50 -> 0.83), nchw -> nhwc 32x256x56x56 1.26 -> 0.93 (1.05 ->
+        # 0.86), f32 -> bf16 2.43 -> 1.23 (3.07 -> 1.74), bf16 ab -> ba 4096x4096 1.93 ->
+        # 1.61 (2.01 -> 1.28), s8 nhwc -> nchw 1.31 -> 1.10 (0.83 -> 0.80))
         M = max(M, min(-(-a.extent // R), PARTIAL_LINE_STEP_BYTES // (R * V * ssz)))
     ic = _cols_node(ir, nodes, ia, ib, vbytes // ssz) if allow_cols and not rows_contig else None
     if ic is not None:
@@ -1155,12 +1161,15 @@ def panel_prefetch(ir: LoopIR, tile: TileSpec) -> bool:
     2.10 -> 1.79 / 1.51 (2.48 -> 2.13 / 1.64), f32 -> bf16 256x1024x7x7 1.56 -> 1.41 /
     1.31 (1.22 -> 1.12 / 1.06), bf16 1.57 -> 1.35 / 1.46 (2.12 -> 1.88 / 1.88). Rows of
     one tile step are read in order already (nChw16c -> nchw 256x512x7x7: 1.14 without,
-    1.31 with; 14x14 equal): left out.
+    1.31 with; 14x14 equal): left out, and so are rows of one line read in two steps of
+    half a line (32-byte vectors, Zen 3: nChw16c -> nchw 64x512x14x14 0.96 without, 1.21
+    with; 7x7 equal).
     """
     assert tile.b is not None
     outer = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
     b = ir.nodes[tile.b]
-    return bool(outer) and _rows_follow(ir.nodes[tile.a], b) and b.extent > tile.V
+    line = max(1, 64 // ir.operands[1].dtype.size)
+    return bool(outer) and _rows_follow(ir.nodes[tile.a], b) and b.extent > max(tile.V, line)
 
 
 #: A shifted transpose that prefetches (shift_prefetch) beats the panel plan from this many

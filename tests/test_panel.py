@@ -53,8 +53,11 @@ def test_panels_prefetch_the_next_outer_block(nt_everywhere):
     p = k.plan
     assert p.panel and p.prefetch and p.prefetch_l2, p.describe()
     assert p.prefetch_block == 49 * 40 * 4  # one image: 49 pixels of 40 channels
-    # 3 jobs of 16 channels share the 7840 B: 2624 B each (41 lines), one image ahead
-    assert "prefetch(2624, l2_only=True)" in k.source and "(src, so + 1960 + jb * 656)" in k.source
+    # the jobs of V channels share the 7840 B, one image ahead: 16 channels (64-byte vectors),
+    # 3 jobs of 2624 B (41 lines); 8 channels (32-byte vectors), 5 jobs of 1600 B (25 lines)
+    share = {16: 2624, 8: 1600}[p.tile.V]
+    assert f"prefetch({share}, l2_only=True)" in k.source, k.source
+    assert f"(src, so + 1960 + jb * {share // 4})" in k.source, k.source
     # ab -> ba: no outer loop; channels 48 apart (strided source rows); nChw16c: rows of one
     # tile step, read in order: no prefetch
     for s in (M((43, 23), "f32", "ab"), M(dims, "f32", strides=(49 * 48, 1, 7 * 48, 48)),
@@ -70,8 +73,9 @@ def test_panels_prefetch_the_next_outer_block(nt_everywhere):
 def test_panel_plan_is_explained(nt_everywhere):
     k = lj.compile_reorder(M((2, 40, 7, 7), "f32", "nhwc"), M((2, 40, 7, 7), "f32", "nchw"))
     text = k.plan.describe()
-    assert "stage" in text and "panel of 784 elements" in text and "blocks of 16" in text
-    assert "stage = np.empty(784" in k.source
+    V = k.plan.tile.V  # one vector of source elements: 16 f32 (AVX-512) or 8 (AVX2)
+    assert "stage" in text and f"panel of {49 * V} elements" in text and f"blocks of {V}" in text
+    assert f"stage = np.empty({49 * V}" in k.source
 
 
 def test_panel_needs_short_misaligned_rows(nt_everywhere):
