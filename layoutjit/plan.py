@@ -391,8 +391,9 @@ class Plan:
             assert t.b is not None
             nl = tile_rows(self.ir, t) // t.R
             lines.append(f"micro-kernel: transpose rows A2={nm(t.a2)} x A={nm(t.a)} ("
-                         + ("one destination line" if nl == 1 else f"{nl} destination lines, a loop of tiles "
-                            "whose row offsets come from one table") + f"), B={nm(t.b)}, src stride 1, by {t.R}x{t.V} register tiles "
+                         + ("one destination line" if nl == 1
+                            else f"{nl} destination lines, a loop of tiles whose row offsets come from one table")
+                         + f"), B={nm(t.b)}, src stride 1, by {t.R}x{t.V} register tiles "
                          f"whose rows start at {t.R} source offsets")
         elif t.kind == "transpose" and t.c is not None:
             assert t.b is not None

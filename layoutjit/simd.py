@@ -661,18 +661,20 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
     """
     dsz = d.size
     i64 = soff.type
+    vbytes = 64 if HOST_VECTOR_BYTES >= 64 else 32
     for r in range(R):
         p = builder.gep(sptr, [builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))], inbounds=True)
         _prefetch(builder, p, SHIFT_PREFETCH_BYTES // s.size, 2 if V * s.size < 64 else 3)
     gather, converted = _tile_regs(builder, sptr, soff, sstride, R=R, V=V, s=s, d=d, Rv=R, Vv=V,
-                                   vbytes=64)
+                                   vbytes=vbytes)
     P = _pow2ceil(V)
     ity = ir.IntType(8 * dsz)
     vty = ir.VectorType(ity, R)
-    name = {4: "llvm.x86.avx512.vpermi2var.d.512", 2: "llvm.x86.avx512.vpermi2var.hi.512"}[dsz]
-    perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty, vty, vty]), name)
     md = builder.module.add_metadata([ir.Constant(_I32, 1)])
     iota = ir.Constant(vty, list(range(R)))
+    if vbytes == 64:
+        name = {4: "llvm.x86.avx512.vpermi2var.d.512", 2: "llvm.x86.avx512.vpermi2var.hi.512"}[dsz]
+        perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty, vty, vty]), name)
     for c in range(V):
         n = gather([r * P + c for r in range(R)])
         if not converted:
@@ -685,15 +687,54 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
         rp = builder.gep(dptr, [roff], inbounds=True)
         mis = builder.and_(builder.lshr(builder.ptrtoint(rp, i64), ir.Constant(i64, _log2(dsz))),
                            ir.Constant(i64, R - 1))
-        h = builder.trunc(builder.sub(ir.Constant(i64, R), mis), ity)
-        idx = builder.insert_element(ir.Constant(vty, ir.Undefined), h, ir.Constant(_I32, 0))
-        idx = builder.shuffle_vector(idx, ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(_I32, R), [0] * R))
-        idx = builder.add(idx, iota)
-        line = builder.call(perm, [carry, idx, nv])
+        if vbytes == 64:
+            h = builder.trunc(builder.sub(ir.Constant(i64, R), mis), ity)
+            idx = _splat(builder, h, R)
+            idx = builder.add(idx, iota)
+            line = builder.call(perm, [carry, idx, nv])
+        else:
+            line = _realign_avx2(builder, carry, nv, builder.sub(ir.Constant(i64, R), mis))
         lp = builder.gep(dptr, [builder.sub(roff, mis)], inbounds=True)
         st = builder.store(line, builder.bitcast(lp, vty.as_pointer()), align=64)
         st.set_metadata("nontemporal", md)
         builder.store(nv, cp, align=dsz)
+
+
+def _splat(builder: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
+    """An n-lane vector of the scalar x."""
+    vty = ir.VectorType(x.type, n)
+    v = builder.insert_element(ir.Constant(vty, ir.Undefined), x, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(v, ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(_I32, n), [0] * n))
+
+
+def _realign_avx2(builder: ir.IRBuilder, carry: ir.Value, new: ir.Value, h: ir.Value) -> ir.Value:
+    """``(carry ++ new)[h:h + 16]`` for 16 x i32 lines and h in 1..16, with AVX2's one-source
+    ``vpermd``: the stream is four 8-lane registers S = C0 C1 N0 N1; an output half starting
+    at register b, lane o (o in 1..8) is ``S[b][o:] ++ S[b + 1][:o]``, one rotation of each
+    register by o (the same index vector for all four) and one blend; b (0 or 1) picks the
+    pairs. About ten register operations where AVX-512 has one ``vpermi2d``."""
+    i64 = h.type
+    i32 = ir.IntType(32)
+    v8 = ir.VectorType(i32, 8)
+    perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [v8, v8]),
+                                          "llvm.x86.avx2.permd")
+    undef = ir.Constant(carry.type, ir.Undefined)
+
+    def half(v: ir.Value, k: int) -> ir.Value:
+        return builder.shuffle_vector(v, undef, ir.Constant(ir.VectorType(_I32, 8), list(range(8 * k, 8 * k + 8))))
+
+    regs = [half(carry, 0), half(carry, 1), half(new, 0), half(new, 1)]
+    hm1 = builder.sub(h, ir.Constant(i64, 1))
+    b = builder.icmp_unsigned("!=", builder.lshr(hm1, ir.Constant(i64, 3)), ir.Constant(i64, 0))
+    o = builder.trunc(builder.sub(h, builder.and_(hm1, ir.Constant(i64, 8))), i32)
+    lane = builder.add(ir.Constant(v8, list(range(8))), _splat(builder, o, 8))
+    idx = builder.and_(lane, ir.Constant(v8, [7] * 8))
+    upper = builder.icmp_unsigned(">=", lane, ir.Constant(v8, [8] * 8))
+    rot = [builder.call(perm, [r, idx]) for r in regs]
+    m = [builder.select(upper, rot[k + 1], rot[k]) for k in range(3)]  # S[k][o:] ++ S[k+1][:o]
+    lo = builder.select(b, m[1], m[0])
+    hi = builder.select(b, m[2], m[1])
+    return builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(_I32, 16), list(range(16))))
 
 
 #: tile_shift prefetches each source row this far ahead. Its 16 rows are too few read
@@ -754,10 +795,14 @@ def _make_tile_shift(sname: str, dname: str, R: int, V: int):
 
 def tile_shift_supported(dt, dst_dt=None) -> bool:
     """Whether :func:`tile_shift` exists for these storage types on this CPU: AVX-512 and a
-    destination of 2 or 4 bytes (``dst_dt`` defaults to ``dt``: no conversion)."""
+    destination of 2 or 4 bytes, or AVX2 and a destination of 4 bytes (``dst_dt`` defaults
+    to ``dt``: no conversion)."""
     d = as_dtype(dt if dst_dt is None else dst_dt)
-    return (HOST_VECTOR_BYTES == 64 and _cv._is_x86() and d.size in (2, 4)
-            and supports(dt, d))
+    if not _cv._is_x86() or not supports(dt, d):
+        return False
+    if HOST_VECTOR_BYTES == 64:
+        return d.size in (2, 4)
+    return HOST_VECTOR_BYTES == 32 and d.size == 4
 
 
 def tile_shift(dt, dst_dt=None, *, V: int | None = None):
@@ -766,11 +811,12 @@ def tile_shift(dt, dst_dt=None, *, V: int | None = None):
     ``MAX_TILE``: 32 for bf16 -> f32, whose source lines hold 32 elements) whose
     V destination rows are written as whole aligned non-temporal lines through a per-row
     carry of R elements (an array of the destination type); see :func:`_emit_tile_shift`.
-    AVX-512 only (:func:`tile_shift_supported`); the destination must be aligned to its
-    element size."""
+    AVX-512, or AVX2 for 4-byte destinations (:func:`tile_shift_supported`); the destination
+    must be aligned to its element size."""
     d = as_dtype(dt if dst_dt is None else dst_dt)
     if not tile_shift_supported(dt, d):
-        raise ValueError(f"tile_shift: needs AVX-512 and a 2- or 4-byte destination, got {dt} -> {d}")
+        raise ValueError(f"tile_shift: needs AVX-512 and a 2- or 4-byte destination, or AVX2 and a "
+                         f"4-byte one, got {dt} -> {d}")
     R = 64 // d.size
     V = R if V is None else int(V)
     if not 1 <= V <= MAX_TILE:

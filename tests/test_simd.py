@@ -847,14 +847,14 @@ def test_tile_post_ops_validation_and_values():
     np.testing.assert_array_equal(c.dst.view(np.uint32), exp.view(np.uint32))
 
 
-@pytest.mark.skipif(not simd._cv._is_x86() or not simd.tile_shift_supported("f32"),
-                    reason="tile_shift needs x86 AVX-512")
 @pytest.mark.parametrize("dt, V, hint", [("f32", 16, "prefetcht0"), ("bf16", 32, "prefetcht0"),
-                                         ("bf16", 16, "prefetcht1")])
+                                         ("bf16", 16, "prefetcht1"), ("f32", 8, "prefetcht1")])
 def test_tile_shift_row_prefetch_level(dt, V, hint):
     """tile_shift prefetches its source rows ahead: to all levels when a tile reads whole
-    lines of its rows, to L2 only when it reads part of each line (bf16 32x16: 32 B) and
-    comes back to it for the next block."""
+    lines of its rows, to L2 only when it reads part of each line (bf16 32x16, f32 16x8:
+    32 B) and comes back to it for the next block."""
+    if not simd._cv._is_x86() or not simd.tile_shift_supported(dt):
+        pytest.skip(f"tile_shift of {dt} needs x86 AVX-512 (or AVX2 for 4-byte elements)")
     ts = simd.tile_shift(dt, V=V)
     st = numba.from_dtype(np.dtype(np.float32 if dt == "f32" else np.uint16))
     arr = numba.types.Array(st, 1, "C")
@@ -867,3 +867,40 @@ def test_tile_shift_row_prefetch_level(dt, V, hint):
     asm = k.inspect_asm(k.signatures[0])
     other = "prefetcht1" if hint == "prefetcht0" else "prefetcht0"
     assert re.search(rf"\b{hint}\b", asm) and not re.search(rf"\b{other}\b", asm)
+
+
+@pytest.mark.parametrize("dt, V", [("f32", 8), ("f32", 16), ("s32", 5)])
+def test_tile_shift_realigns_every_offset(dt, V):
+    """``tile_shift``: for destination rows at every offset within a line (a row stride of
+    17 elements walks through all 16), the stored line is the row's carry tail followed by
+    the head of its new elements, at the line's aligned start, and the new elements become
+    the carry; nothing else is written."""
+    if not simd._cv._is_x86() or not simd.tile_shift_supported(dt):
+        pytest.skip(f"tile_shift of {dt} needs x86 AVX-512 (or AVX2 for 4-byte elements)")
+    R, dstride, sstride = 16, 17, 21
+    ts = simd.tile_shift(dt, V=V)
+    st = np.float32 if dt == "f32" else np.int32
+    rng = np.random.default_rng(7)
+    src = rng.integers(-1000, 1000, R * sstride + V).astype(st)
+    raw = np.zeros((V * dstride + 2 * R) * 4 + 64, np.uint8)
+    a0 = (-raw.ctypes.data) % 64
+    dst = raw[a0:a0 + (V * dstride + 2 * R) * 4].view(st)
+    carry = rng.integers(-1000, 1000, V * R).astype(st)
+    doff = R  # rows start at R + c*17: every misalignment once over 16 rows
+    exp = dst.copy()
+    newc = carry.copy()
+    for c in range(V):
+        n = src[np.arange(R) * sstride + c]
+        row = doff + c * dstride
+        mis = row % R
+        exp[row - mis:row - mis + R] = np.concatenate([carry[c * R + R - mis:c * R + R], n[:R - mis]])
+        newc[c * R:c * R + R] = n
+
+    @numba.njit
+    def k(s, d, cy):
+        ts(s, 0, sstride, d, doff, dstride, cy, 0)
+        sfence()
+
+    k(src, dst, carry)
+    np.testing.assert_array_equal(dst, exp)
+    np.testing.assert_array_equal(carry, newc)
