@@ -34,9 +34,10 @@ Passes, in order (each is a function from IR to IR you can call and print):
    destination rows are realigned onto whole lines (``Plan.shifted``: in registers
    with a per-row carry for 2- and 4-byte destinations, ``simd.tile_shift``), or,
    when they are short and follow one another (nhwc -> nchw 7x7), a block of V rows
-   is staged and written as one run of whole lines (``Plan.panel``) -- unless many
-   row groups of prefetchable rows make the realigning plan the better one
-   (``_prefetched_shift_better``). NT transposes whose source rows are short and
+   is staged and written as one run of whole lines (``Plan.panel``) -- unless a
+   panel would read more than ``PANEL_MAX_ROWS`` rows side by side, or many row
+   groups of prefetchable rows make the realigning plan the better one
+   (``_shift_better``). NT transposes whose source rows are short and
    follow one another read half a line of each (``_half_line_tiles``), and prefetch
    the next row group's source block, each tile its share, in order
    (``Plan.prefetch``): the hardware fetches such blocks slowly when the tiles sweep
@@ -840,7 +841,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     if allow_shift and tile is not None and not nt and moved >= nt_split_min_bytes(tile):
         # destination rows off the lines: a short contiguous panel is staged whole, longer
         # rows are realigned through a carry; both run jobs of (outer loops x blocks of B)
-        panel = _panel_possible(ir, tile) and not _prefetched_shift_better(ir, tile)
+        panel = _panel_possible(ir, tile) and not _shift_better(ir, tile)
         if panel or _shift_possible(ir, tile):
             assert tile.b is not None
             outer = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
@@ -1032,6 +1033,8 @@ def _with_half_lines(ir: LoopIR, tile: TileSpec) -> TileSpec:
 
 #: Largest stage of a panel plan (V destination rows of A elements each).
 PANEL_MAX_BYTES = 32 * 1024
+#: Most long source rows a panel job reads side by side (A: a piece of each; _shift_better).
+PANEL_MAX_ROWS = 128
 
 
 def _panel_possible(ir: LoopIR, tile: TileSpec) -> bool:
@@ -1176,6 +1179,28 @@ def panel_prefetch(ir: LoopIR, tile: TileSpec) -> bool:
 #: A shifted transpose that prefetches (shift_prefetch) beats the panel plan from this many
 #: row groups per destination row on.
 SHIFT_OVER_PANEL_GROUPS = 8
+
+
+def _shift_better(ir: LoopIR, tile: TileSpec) -> bool:
+    """Whether a transpose that could stage panels should realign its rows instead:
+    when it can, and either its panel jobs would read more than ``PANEL_MAX_ROWS`` long
+    source rows side by side or the realignment prefetches (:func:`_prefetched_shift_better`).
+
+    A panel job reads a piece of each of the A source rows side by side. When the rows
+    are long (``PREFETCH_MAX_ROW`` or more: no block to prefetch), more than about 128 of
+    them are read far below copy speed, and the realigning plan, which reads row groups,
+    wins. Measured on Zen 3 (AVX2: 8-float panels, so more shapes fit a panel's 32 KB),
+    ratio to copy at 1 thread (2 threads), panel -> shifted: abc -> acb 32x131x3001 2.02
+    -> 1.11 (2.14 -> 1.38), 4x1000x4001 2.07 -> 0.95 (1.95 -> 1.02); nhwc -> nchw C=1024
+    14x14 (196 rows of 4 KB) about equal; 10x10 1.53 -> 3.94 and 7x7 1.56 -> 2.26 keep
+    their panels, and so do short rows (bf16 C=256 14x14, 196 rows of 512 B: 1.13 ->
+    1.75, 0.96 -> 1.71).
+    """
+    a, b = ir.nodes[tile.a], ir.nodes[tile.b or 0]
+    long_rows = b.extent * ir.operands[1].dtype.size >= PREFETCH_MAX_ROW
+    if a.extent > PANEL_MAX_ROWS and long_rows and _shift_possible(ir, tile):
+        return True
+    return _prefetched_shift_better(ir, tile)
 
 
 def _prefetched_shift_better(ir: LoopIR, tile: TileSpec) -> bool:

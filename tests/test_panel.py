@@ -116,3 +116,24 @@ def test_many_row_groups_realign_instead_of_panels(nt_everywhere, dims, dt, pane
     x = ref.random_raw(s.get_size() // s.dtype.size, dt, rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 24, 1}))
+
+
+@pytest.mark.parametrize("dims", [
+    (2, 131, 1030),   # 131 rows of 4 KB: realigned unless panels may read them all
+    (2, 100, 1030),   # 100 rows: panels
+])
+def test_panels_read_at_most_panel_max_rows(nt_everywhere, monkeypatch, dims):
+    """A panel job reads a piece of every source row of its block side by side: with more
+    than ``PANEL_MAX_ROWS`` rows of 4 KB or more (and a destination the realigning plan can
+    write) the rows are realigned instead; every byte either way."""
+    n, a, b = dims
+    s, d = M(dims, "f32", "abc"), M(dims, "f32", "acb")
+    for limit in (plan_mod.PANEL_MAX_ROWS, 99):
+        monkeypatch.setattr(plan_mod, "PANEL_MAX_ROWS", limit)
+        k = lj.compiler.build(s, d)  # not the in-memory cache: the plan changes with the limit
+        want = a <= limit
+        assert k.plan.panel == want and k.plan.shifted == (not want), k.plan.describe()
+        rng = np.random.default_rng(a)
+        x = ref.random_raw(s.get_size() // 4, "f32", rng)
+        expect = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32)).view(np.uint8)
+        ref.check_guarded_runs(k, x, expect, [0, 4, 24])
