@@ -480,7 +480,7 @@ class KernelWriter:
         t = self.plan.tile
         assert t is not None and t.b is not None
         sA, dB = self.ir.nodes[t.a].strides[1], self.ir.nodes[t.b].strides[0]
-        fn = self._micro(("tile", rows, cols, rows, cols, False, False))
+        fn = self._micro(("tile", rows, cols, rows, cols, False, False), dense=sA == cols)
         so = f"so + {a} * {sA} + j"
         if target == "stage":
             self.w.put(depth, f"{fn}(src, {so}, {sA}, stage, {stage_at}, {stage_stride})")

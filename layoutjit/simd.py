@@ -692,8 +692,10 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
             idx = _splat(builder, h, R)
             idx = builder.add(idx, iota)
             line = builder.call(perm, [carry, idx, nv])
-        else:
+        elif dsz == 4:
             line = _realign_avx2(builder, carry, nv, builder.sub(ir.Constant(i64, R), mis))
+        else:
+            line = _realign_avx2_words(builder, carry, nv, builder.sub(ir.Constant(i64, R), mis))
         lp = builder.gep(dptr, [builder.sub(roff, mis)], inbounds=True)
         st = builder.store(line, builder.bitcast(lp, vty.as_pointer()), align=64)
         st.set_metadata("nontemporal", md)
@@ -735,6 +737,29 @@ def _realign_avx2(builder: ir.IRBuilder, carry: ir.Value, new: ir.Value, h: ir.V
     lo = builder.select(b, m[1], m[0])
     hi = builder.select(b, m[2], m[1])
     return builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(_I32, 16), list(range(16))))
+
+
+def _realign_avx2_words(builder: ir.IRBuilder, carry: ir.Value, new: ir.Value, h: ir.Value) -> ir.Value:
+    """``(carry ++ new)[h:h + 32]`` for 32 x i16 lines and h in 1..32: the dword
+    realignments X (by h // 2 dwords) and Y (one dword further, :func:`_realign_avx2`),
+    and for odd h every dword made of X's upper half and Y's lower one."""
+    i64 = h.type
+    v16 = ir.VectorType(ir.IntType(32), 16)
+    cd, nd = builder.bitcast(carry, v16), builder.bitcast(new, v16)
+    hd = builder.lshr(h, ir.Constant(i64, 1))
+    one = ir.Constant(i64, 1)
+
+    def dwords(k: ir.Value) -> ir.Value:  # (cd ++ nd)[k:k + 16] for k in 0..16
+        r = _realign_avx2(builder, cd, nd, builder.select(builder.icmp_unsigned("==", k, ir.Constant(i64, 0)),
+                                                           one, k))
+        return builder.select(builder.icmp_unsigned("==", k, ir.Constant(i64, 0)), cd, r)
+
+    x = dwords(hd)
+    y = dwords(builder.select(builder.icmp_unsigned("<", hd, ir.Constant(i64, 16)), builder.add(hd, one), hd))
+    sh = ir.Constant(v16, [16] * 16)
+    z = builder.or_(builder.lshr(x, sh), builder.shl(y, sh))
+    odd = builder.icmp_unsigned("!=", builder.and_(h, one), ir.Constant(i64, 0))
+    return builder.bitcast(builder.select(odd, z, x), carry.type)
 
 
 #: tile_shift prefetches each source row this far ahead. Its 16 rows are too few read
@@ -794,15 +819,12 @@ def _make_tile_shift(sname: str, dname: str, R: int, V: int):
 
 
 def tile_shift_supported(dt, dst_dt=None) -> bool:
-    """Whether :func:`tile_shift` exists for these storage types on this CPU: AVX-512 and a
-    destination of 2 or 4 bytes, or AVX2 and a destination of 4 bytes (``dst_dt`` defaults
-    to ``dt``: no conversion)."""
+    """Whether :func:`tile_shift` exists for these storage types on this CPU: AVX-512 or AVX2
+    and a destination of 2 or 4 bytes (``dst_dt`` defaults to ``dt``: no conversion)."""
     d = as_dtype(dt if dst_dt is None else dst_dt)
     if not _cv._is_x86() or not supports(dt, d):
         return False
-    if HOST_VECTOR_BYTES == 64:
-        return d.size in (2, 4)
-    return HOST_VECTOR_BYTES == 32 and d.size == 4
+    return HOST_VECTOR_BYTES in (32, 64) and d.size in (2, 4)
 
 
 def tile_shift(dt, dst_dt=None, *, V: int | None = None):
@@ -811,12 +833,12 @@ def tile_shift(dt, dst_dt=None, *, V: int | None = None):
     ``MAX_TILE``: 32 for bf16 -> f32, whose source lines hold 32 elements) whose
     V destination rows are written as whole aligned non-temporal lines through a per-row
     carry of R elements (an array of the destination type); see :func:`_emit_tile_shift`.
-    AVX-512, or AVX2 for 4-byte destinations (:func:`tile_shift_supported`); the destination
-    must be aligned to its element size."""
+    AVX-512 or AVX2 (:func:`tile_shift_supported`); the destination must be aligned to its
+    element size."""
     d = as_dtype(dt if dst_dt is None else dst_dt)
     if not tile_shift_supported(dt, d):
-        raise ValueError(f"tile_shift: needs AVX-512 and a 2- or 4-byte destination, or AVX2 and a "
-                         f"4-byte one, got {dt} -> {d}")
+        raise ValueError(f"tile_shift: needs AVX2 or AVX-512 and a 2- or 4-byte destination, "
+                         f"got {dt} -> {d}")
     R = 64 // d.size
     V = R if V is None else int(V)
     if not 1 <= V <= MAX_TILE:

@@ -854,7 +854,7 @@ def test_tile_shift_row_prefetch_level(dt, V, hint):
     lines of its rows, to L2 only when it reads part of each line (bf16 32x16, f32 16x8:
     32 B) and comes back to it for the next block."""
     if not simd._cv._is_x86() or not simd.tile_shift_supported(dt):
-        pytest.skip(f"tile_shift of {dt} needs x86 AVX-512 (or AVX2 for 4-byte elements)")
+        pytest.skip(f"tile_shift of {dt} needs x86 AVX2 or AVX-512")
     ts = simd.tile_shift(dt, V=V)
     st = numba.from_dtype(np.dtype(np.float32 if dt == "f32" else np.uint16))
     arr = numba.types.Array(st, 1, "C")
@@ -869,24 +869,26 @@ def test_tile_shift_row_prefetch_level(dt, V, hint):
     assert re.search(rf"\b{hint}\b", asm) and not re.search(rf"\b{other}\b", asm)
 
 
-@pytest.mark.parametrize("dt, V", [("f32", 8), ("f32", 16), ("s32", 5)])
+@pytest.mark.parametrize("dt, V", [("f32", 8), ("f32", 16), ("s32", 5), ("bf16", 32), ("f16", 16)])
 def test_tile_shift_realigns_every_offset(dt, V):
     """``tile_shift``: for destination rows at every offset within a line (a row stride of
-    17 elements walks through all 16), the stored line is the row's carry tail followed by
-    the head of its new elements, at the line's aligned start, and the new elements become
-    the carry; nothing else is written."""
+    R + 1 elements walks through all R), the stored line is the row's carry tail followed
+    by the head of its new elements, at the line's aligned start, and the new elements
+    become the carry; nothing else is written."""
     if not simd._cv._is_x86() or not simd.tile_shift_supported(dt):
-        pytest.skip(f"tile_shift of {dt} needs x86 AVX-512 (or AVX2 for 4-byte elements)")
-    R, dstride, sstride = 16, 17, 21
+        pytest.skip(f"tile_shift of {dt} needs x86 AVX2 or AVX-512")
+    R = 64 // (4 if dt in ("f32", "s32") else 2)
+    dstride, sstride = R + 1, R + 5
     ts = simd.tile_shift(dt, V=V)
-    st = np.float32 if dt == "f32" else np.int32
+    st = {"f32": np.float32, "s32": np.int32}.get(dt, np.uint16)
     rng = np.random.default_rng(7)
-    src = rng.integers(-1000, 1000, R * sstride + V).astype(st)
-    raw = np.zeros((V * dstride + 2 * R) * 4 + 64, np.uint8)
+    esz = np.dtype(st).itemsize
+    src = rng.integers(0, 16000, R * sstride + V).astype(st)  # finite as bf16 and f16 bits too
+    raw = np.zeros((V * dstride + 2 * R) * esz + 64, np.uint8)
     a0 = (-raw.ctypes.data) % 64
-    dst = raw[a0:a0 + (V * dstride + 2 * R) * 4].view(st)
-    carry = rng.integers(-1000, 1000, V * R).astype(st)
-    doff = R  # rows start at R + c*17: every misalignment once over 16 rows
+    dst = raw[a0:a0 + (V * dstride + 2 * R) * esz].view(st)
+    carry = rng.integers(0, 16000, V * R).astype(st)
+    doff = R  # rows start at R + c*(R + 1): every misalignment once over R rows
     exp = dst.copy()
     newc = carry.copy()
     for c in range(V):
