@@ -629,12 +629,16 @@ class KernelWriter:
     def _decoded(self, depth: int, k: int, par_nodes: list[int], vars_: list[str], order: list[int],
                  npar: int, macro_job: bool, offs: list[str], state: dict, terms: dict,
                  entered: set[int], nt: bool) -> None:
+        if k == len(par_nodes) and nt and self.plan.job_align:
+            # this job's lines start on 64-byte boundaries, or it takes the plain stores
+            dsz = self.ops[0].dtype.size
+            self.w.put(depth, f"if ((dst.ctypes.data + ({offs[0]}) * {dsz}) & 63) == 0:")
+            self._job_body(depth + 1, k, vars_, order, npar, macro_job, offs, state, terms, entered, True)
+            self.w.put(depth, "else:")
+            self._job_body(depth + 1, k, vars_, order, npar, macro_job, offs, state, terms, entered, False)
+            return
         if k == len(par_nodes):
-            if macro_job and self.plan.tile is not None:
-                self._tile(depth, offs, state, terms, entered, nt, group_var=vars_[k])
-            else:
-                self.chunk_var = vars_[k] if macro_job else None
-                self._serial(depth, npar, order, offs, state, terms, entered, nt)
+            self._job_body(depth, k, vars_, order, npar, macro_job, offs, state, terms, entered, nt)
             return
         idx = par_nodes[k]
         node = self.ir.nodes[idx]
@@ -669,6 +673,16 @@ class KernelWriter:
             offs2 = self._step(offs, node, var, depth + 1)
             self._decoded(depth + 1, k + 1, par_nodes, vars_, order, npar, macro_job, offs2, st2,
                           self._add_term(terms, node, var), entered | {idx}, nt)
+
+    def _job_body(self, depth: int, k: int, vars_: list[str], order: list[int], npar: int,
+                  macro_job: bool, offs: list[str], state: dict, terms: dict, entered: set[int],
+                  nt: bool) -> None:
+        """What one job does once its offsets are decoded: a macro tile, or the serial loops."""
+        if macro_job and self.plan.tile is not None:
+            self._tile(depth, offs, state, terms, entered, nt, group_var=vars_[k])
+        else:
+            self.chunk_var = vars_[k] if macro_job else None
+            self._serial(depth, npar, order, offs, state, terms, entered, nt)
 
     def _segments_for(self, idx: int, state: dict, entered: set[int]) -> tuple[list | None, int | None, dict]:
         """Segments of the loop over node idx, the dim they specialize, and the state to use.

@@ -287,6 +287,7 @@ class Plan:
     prefetch: bool = False  # short source rows that follow one another: _prefetch_rows/_runs
     line_phases: int = 1  # kind "lines", columns starting off the lines: see line_phases()
     cols_stage: bool = False  # cols transposes of short destination pieces: see cols_stage()
+    job_align: bool = False  # NT: each job checks that its destination offset starts a line
 
     @property
     def shift_panel(self) -> int:
@@ -813,7 +814,12 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     nt = False
     staged_cols = bool(tile is not None and allow_shift and COLS_STAGE and cols_stage(ir, tile))
-    if tile is not None and (staged_cols or _nt_possible(ir, tile, phases=allow_shift)):
+    static_nt = bool(tile is not None and (staged_cols or _nt_possible(ir, tile, phases=allow_shift)))
+    # lines that start on 64-byte boundaries in some jobs only (nchw -> nChw8c with an odd
+    # number of pixels: every other image half a line off): each job checks at run time
+    job_align = bool(tile is not None and not static_nt and tile.kind in ("transpose", "lines")
+                     and _nt_possible(ir, tile, runtime=_job_nodes(ir, tile, parallel)))
+    if tile is not None and (static_nt or job_align):
         # one store rule for transposes that take wide macro tiles when their stores are
         # plain, and for local permutations (both sides contiguous per tile: streaming)
         one_rule = _wide_groups(ir, tile) or _block_local(ir, tile)
@@ -864,6 +870,13 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
             notes.append(f"plain stores into rows {WIDE_GROUP_STRIDE_BYTES} B or more apart: "
                          f"{M * tile.R} rows per macro tile")
             parallel, jobs, chunk = choose_parallel(ir, tile, moved)
+    if job_align and nt:
+        assert tile is not None
+        nt = _nt_possible(ir, tile, runtime=_job_nodes(ir, tile, parallel))  # the final split
+        if nt:
+            notes.append("destination lines start on 64-byte boundaries in some jobs only: each job "
+                         "checks its offset at run time (non-temporal stores where it does)")
+    job_align = job_align and nt
     nt_split = not nt or tile is None or moved >= nt_split_min_bytes(tile)
     phases = line_phases(ir, tile) if nt and tile is not None else 1
     staged_cols = staged_cols and nt
@@ -875,7 +888,13 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                      f"the calls of each column are cut at the lines (column loop unrolled by "
                      f"{phases}); a line shared by two columns gets plain stores")
     return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes), chunk, nt_split=nt_split,
-                prefetch=prefetch, line_phases=phases, cols_stage=staged_cols)
+                prefetch=prefetch, line_phases=phases, cols_stage=staged_cols, job_align=job_align)
+
+
+def _job_nodes(ir: LoopIR, tile: TileSpec, parallel: int) -> frozenset[int]:
+    """The nodes flattened into the job range (their offsets are known per job)."""
+    order = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
+    return frozenset(order[:parallel])
 
 
 #: Transposes with plain stores into destination rows at least this far apart...
@@ -1328,18 +1347,20 @@ def line_phases(ir: LoopIR, tile: TileSpec) -> int:
     return q // g
 
 
-def _nt_possible(ir: LoopIR, tile: TileSpec, phases: bool = False) -> bool:
+def _nt_possible(ir: LoopIR, tile: TileSpec, phases: bool = False,
+                 runtime: frozenset[int] = frozenset()) -> bool:
     """Static part of the NT test: the micro-kernel's lines can start on 64-byte boundaries
-    (``phases``: or kind "lines" follows them, :func:`line_phases`)."""
+    (``phases``: or kind "lines" follows them, :func:`line_phases`). ``runtime``: nodes
+    (and offset0) left to a check of each job's destination offset (``Plan.job_align``)."""
     dst = ir.operands[0]
     dsz = dst.dtype.size
     q = max(1, 64 // dsz)
     if tile.kind == "stream":
         return True  # peeled at run time
-    if dst.offset0 % q:
+    if dst.offset0 % q and not runtime:
         return False
     for i, n in enumerate(ir.nodes):
-        if i in tile.nodes:
+        if i in tile.nodes or i in runtime:
             continue
         if (n.strides[0] or 0) % q:
             return False

@@ -250,8 +250,10 @@ def test_cpu_threads_counts_the_cpus_kept_busy():
         while time.perf_counter() < t:
             pass
 
-    assert 0.7 < cpu_threads(spin) < 1.3
-    assert cpu_threads(lambda: time.sleep(1e-3)) < 0.3
+    # the best of three: on a loaded machine (the test workers share two CPUs) a spinning
+    # thread may be descheduled for part of one measurement
+    assert 0.7 < max(cpu_threads(spin) for _ in range(3)) < 1.3
+    assert min(cpu_threads(lambda: time.sleep(1e-3)) for _ in range(3)) < 0.3
     res = {"threads": 1, "copy": {"cpu_threads": 1.0},
            "contenders": {"onednn": {"cpu_threads": 1.9}, "numpy": {"cpu_threads": 1.0}}}
     over = summarize([{"name": "c", "results": [res]}], (1,), {})["over_threads"]

@@ -292,3 +292,26 @@ def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag,
     x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 32}))
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt", [
+    ((4, 3, 5, 7), "nchw", "nChw8c", "f32", "f32"),      # images of 35 pixels x 32 B: every other one off
+    ((2, 64, 9, 9), "nchw", "nChw8c", "f32", "f32"),     # channel blocks of 81 pixels (jobs over n x C/8)
+    ((4, 3, 5, 7), "nchw", "nChw8c", "f32", "bf16"),     # 16 B a pixel: one image in four on a line
+])
+def test_jobs_check_their_own_alignment(monkeypatch, dims, stag, dtag, sdt, ddt):
+    """Destination lines that start on 64-byte boundaries in some jobs only (an outer
+    stride that is not a whole number of lines): NT where a job's offset starts a line,
+    checked per job at run time (``Plan.job_align``); exact at several destination
+    offsets, 1 and 2 threads, nothing written outside."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = lj.compile_reorder(s, d)
+    p = k.plan
+    assert p.nt and p.job_align and p.jobs > 1, p.describe()
+    assert "each job checks its offset" in p.describe() and "& 63) == 0:" in k.source
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 32}))
