@@ -209,13 +209,13 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
 
 
 @pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, m", [
-    # m: tiles a group, or (with 64-byte vectors, with 32-byte ones: 16x8 f32 tiles, 32 rows a
-    # group measured best on Zen 3 -- 64 or 128 rows 5-30% slower, none 30-40% slower)
-    ((2, 208, 8, 8), "nchw", "nhwc", "f32", "f32", (4, 2)),  # rows of 256 B: 16x8 tiles, 64 rows a group
-    ((2, 208, 7, 7), "nchw", "nhwc", "f32", "f32", 2),     # 49 columns (a tail of 1), A has a tail
-    ((2, 224, 7, 7), "nchw", "nhwc", "f32", "bf16", 1),    # conversion: 32-row tiles, one a group
+    # m: tiles a group, or (with 64-byte vectors, with 32-byte ones: 4-byte tiles that read
+    # half lines take 64-row groups, PREFETCH_GROUP_ROWS)
+    ((2, 208, 8, 8), "nchw", "nhwc", "f32", "f32", 4),     # rows of 256 B: 16x8 tiles, 64 rows a group
+    ((2, 208, 7, 7), "nchw", "nhwc", "f32", "f32", (2, 4)),  # 49 columns (a tail of 1), A has a tail
+    ((2, 224, 7, 7), "nchw", "nhwc", "f32", "bf16", (1, 2)),  # conversion: 32-row tiles, one a group
     ((2, 256, 16, 16), "nhwc", "nchw", "s8", "s8", (4, 1)),  # 8-bit tiles keep their steps (not 1)
-    ((3008, 48), "ab", "ba", "f32", "f32", 2),             # no outer loop: groups are the jobs
+    ((3008, 48), "ab", "ba", "f32", "f32", (2, 4)),        # no outer loop: groups are the jobs
     ((2, 512, 30, 30), "nchw", "nhwc", "bf16", "bf16", (2, 1)),  # 128 KB blocks at most: 2 of 8 tiles
     ((1, 128, 48, 48), "nchw", "nhwc", "s8", "s8", 0),     # one tile's rows span 144 KB: left out
     ((2, 64, 8, 8), "nChw16c", "nchw", "f32", "f32", 0),   # rows one tile wide: read in order
@@ -223,8 +223,8 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
     ((1, 24, 40, 40), "nchw", "nhwc", "f32", "f32", 0),    # rows of 6.4 KB stream on their own
     # rows of two 16-float tile steps: read in order; four 8-float steps: prefetched (Zen 3,
     # 1024x32x28x28: 1.01x copy without, 0.78x with)
-    ((2, 32, 8, 16), "nhwc", "nchw", "f32", "f32", (0, 2)),
-    ((2, 40, 8, 16), "nhwc", "nchw", "f32", "f32", 2),     # three steps (16, 16, 8): prefetched
+    ((2, 32, 8, 16), "nhwc", "nchw", "f32", "f32", (0, 4)),
+    ((2, 40, 8, 16), "nhwc", "nchw", "f32", "f32", (2, 4)),  # three steps (16, 16, 8): prefetched
     # runs packed into lines ("lines"): each call prefetches its share of the next group
     ((2, 64, 8, 8), "nhwc", "nChw8c", "f32", "f32", 8),     # 2 runs of 8 a call, 16 pixels a group
     ((2, 40, 8, 7), "nhwc", "nChw8c", "f32", "f32", 8),     # C=40: 5 blocks, 56 pixels
