@@ -657,7 +657,9 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
     ``mis`` elements past a 64-byte line) join the previous R of that row, C, kept
     at ``carry[coff + R*c]``: the line ``C[R-mis:] ++ N[:R-mis]`` (just N when mis =
     0) is stored non-temporally at ``doff + c*dstride - mis`` -- aligned -- by one
-    two-source permute (``vpermi2d`` / ``vpermi2w``), and N becomes the carry.
+    two-source permute with AVX-512 (``vpermi2d`` / ``vpermi2w``), by one-source ``vpermd``
+    rotations and blends with AVX2 (:func:`_realign_avx2`, :func:`_realign_avx2_words`),
+    and N becomes the carry.
     """
     dsz = d.size
     i64 = soff.type
