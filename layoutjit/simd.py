@@ -959,6 +959,30 @@ def _short_hash(values: tuple) -> str:
     return hashlib.sha1(repr(values).encode()).hexdigest()[:10]
 
 
+def _check_table_tile(who: str, s: DataType, d: DataType, src, dst, table, ints: tuple) -> None:
+    """Typing checks of the table-driven tiles (:func:`tile_cols`, :func:`tile_rows`)."""
+    _expect_array(src, s, "src", who)
+    _expect_array(dst, d, "dst", who)
+    if dst.mutable is False:
+        raise errors.TypingError(f"{who}: dst is read-only")
+    if not (isinstance(table, types.Array) and table.ndim == 1 and table.layout == "C"
+            and table.dtype == types.int64):
+        raise errors.TypingError(f"{who}: table must be a 1-D C-contiguous int64 array, got {table}")
+    for t in ints:
+        if not isinstance(t, types.Integer):
+            raise errors.TypingError(f"{who}: offsets and strides must be integers, got {t}")
+
+
+def _table_tile_name(who: str, R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: bool,
+                     post: tuple, vbytes: int) -> str:
+    """The intrinsic's name: every parameter that changes its code."""
+    return (f"lj_{who}_{R}x{V}_{sname}_{dname}"
+            + (f"_rv{Rv}" if Rv != R else "") + (f"_vv{Vv}" if Vv != V else "")
+            + ("_nt" if nt else "")
+            + "".join(f"_{op}{a!r}".replace(".", "p").replace("-", "m") for op, a in post)
+            + f"_w{vbytes}")
+
+
 @functools.cache
 def _make_tile_cols(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: bool,
                     vbytes: int, post: tuple = ()):
@@ -967,17 +991,7 @@ def _make_tile_cols(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt
                   post=post)
 
     def impl(typingctx, src, soff, sstride, dst, doff, table, toff):
-        _expect_array(src, s, "src", "tile_cols")
-        _expect_array(dst, d, "dst", "tile_cols")
-        if dst.mutable is False:
-            raise errors.TypingError("tile_cols: dst is read-only")
-        if not (isinstance(table, types.Array) and table.ndim == 1 and table.layout == "C"
-                and table.dtype == types.int64):
-            raise errors.TypingError(f"tile_cols: table must be a 1-D C-contiguous int64 array, "
-                                     f"got {table}")
-        for t in (soff, sstride, doff, toff):
-            if not isinstance(t, types.Integer):
-                raise errors.TypingError(f"tile_cols: offsets and strides must be integers, got {t}")
+        _check_table_tile("tile_cols", s, d, src, dst, table, (soff, sstride, doff, toff))
         i64 = types.int64
         sig = types.void(src, i64, i64, dst, i64, table, i64)
 
@@ -991,11 +1005,7 @@ def _make_tile_cols(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt
 
         return sig, codegen
 
-    name = (f"lj_tile_cols_{R}x{V}_{sname}_{dname}"
-            + (f"_rv{Rv}" if Rv != R else "") + (f"_vv{Vv}" if Vv != V else "")
-            + ("_nt" if nt else "")
-            + "".join(f"_{op}{a!r}".replace(".", "p").replace("-", "m") for op, a in post)
-            + f"_w{vbytes}")
+    name = _table_tile_name("tile_cols", R, V, sname, dname, Rv, Vv, nt, post, vbytes)
     impl.__name__ = impl.__qualname__ = name
     impl.__module__ = __name__
     return intrinsic(impl)
@@ -1028,17 +1038,7 @@ def _make_tile_rows(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt
                   post=post)
 
     def impl(typingctx, src, soff, table, toff, dst, doff, dstride):
-        _expect_array(src, s, "src", "tile_rows")
-        _expect_array(dst, d, "dst", "tile_rows")
-        if dst.mutable is False:
-            raise errors.TypingError("tile_rows: dst is read-only")
-        if not (isinstance(table, types.Array) and table.ndim == 1 and table.layout == "C"
-                and table.dtype == types.int64):
-            raise errors.TypingError(f"tile_rows: table must be a 1-D C-contiguous int64 array, "
-                                     f"got {table}")
-        for t in (soff, toff, doff, dstride):
-            if not isinstance(t, types.Integer):
-                raise errors.TypingError(f"tile_rows: offsets and strides must be integers, got {t}")
+        _check_table_tile("tile_rows", s, d, src, dst, table, (soff, toff, doff, dstride))
         i64 = types.int64
         sig = types.void(src, i64, table, i64, dst, i64, i64)
 
@@ -1052,11 +1052,7 @@ def _make_tile_rows(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt
 
         return sig, codegen
 
-    name = (f"lj_tile_rows_{R}x{V}_{sname}_{dname}"
-            + (f"_rv{Rv}" if Rv != R else "") + (f"_vv{Vv}" if Vv != V else "")
-            + ("_nt" if nt else "")
-            + "".join(f"_{op}{a!r}".replace(".", "p").replace("-", "m") for op, a in post)
-            + f"_w{vbytes}")
+    name = _table_tile_name("tile_rows", R, V, sname, dname, Rv, Vv, nt, post, vbytes)
     impl.__name__ = impl.__qualname__ = name
     impl.__module__ = __name__
     return intrinsic(impl)
