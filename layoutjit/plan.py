@@ -1215,7 +1215,8 @@ def _shift_better(ir: LoopIR, tile: TileSpec) -> bool:
     their panels, and so do short rows (bf16 C=256 14x14, 196 rows of 512 B: 1.13 ->
     1.75, 0.96 -> 1.71).
     """
-    a, b = ir.nodes[tile.a], ir.nodes[tile.b or 0]
+    assert tile.b is not None
+    a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     long_rows = b.extent * ir.operands[1].dtype.size >= PREFETCH_MAX_ROW
     if a.extent > PANEL_MAX_ROWS and long_rows and _shift_possible(ir, tile):
         return True

@@ -752,9 +752,8 @@ def _realign_avx2_words(builder: ir.IRBuilder, carry: ir.Value, new: ir.Value, h
     one = ir.Constant(i64, 1)
 
     def dwords(k: ir.Value) -> ir.Value:  # (cd ++ nd)[k:k + 16] for k in 0..16
-        r = _realign_avx2(builder, cd, nd, builder.select(builder.icmp_unsigned("==", k, ir.Constant(i64, 0)),
-                                                           one, k))
-        return builder.select(builder.icmp_unsigned("==", k, ir.Constant(i64, 0)), cd, r)
+        zero = builder.icmp_unsigned("==", k, ir.Constant(i64, 0))
+        return builder.select(zero, cd, _realign_avx2(builder, cd, nd, builder.select(zero, one, k)))
 
     x = dwords(hd)
     y = dwords(builder.select(builder.icmp_unsigned("<", hd, ir.Constant(i64, 16)), builder.add(hd, one), hd))
