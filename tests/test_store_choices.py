@@ -259,6 +259,57 @@ def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dt
         assert ref.kernel_matches_reference(k, seed=threads)
 
 
+@pytest.mark.parametrize("dims, sdt, ddt, whole", [
+    ((8, 256, 41, 53), "bf16", "bf16", True),   # 32-row tiles write 1/8 of each 512 B pixel
+    ((8, 512, 61, 70), "s8", "s8", True),       # 64-row tiles, 1/8 of each pixel, rows 4270 B
+    ((8, 128, 41, 53), "bf16", "bf16", False),  # a quarter of each pixel per step already
+    ((8, 256, 41, 53), "f32", "bf16", False),   # conversion: source and destination streams differ
+    ((8, 512, 41, 53), "f32", "f32", False),    # 16-row tiles, two a step
+    ((8, 256, 32, 64), "bf16", "bf16", False),  # source rows 4 KB apart (one L1 set)
+    ((4, 256, 41, 53), "bf16", "bf16", False),  # too few outer jobs
+])
+def test_narrow_tiles_take_whole_destination_runs(monkeypatch, dims, sdt, ddt, whole):
+    """16- and 8-bit transposes into long destination runs take every row of A per macro
+    tile (writing the destination in order), with 32-byte vectors only; exact at 1 and 2
+    threads where the host plans with 32-byte vectors."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 1 << 30)
+    src, dst = M(dims, sdt, "nchw"), M(dims, ddt, "nhwc")
+    ir = lj.compiler.lower_and_plan(src, dst, None)[0]
+
+    def without_rule(vbytes):
+        with monkeypatch.context() as m:
+            m.setattr(plan_mod, "WHOLE_RUNS", False)
+            return plan_mod.make_plan(ir, vbytes=vbytes)
+
+    def noted(p):
+        return any(n.startswith("narrow tiles into long destination runs") for n in p.notes)
+
+    for vbytes in (32, 64):
+        p = plan_mod.make_plan(ir, vbytes=vbytes)
+        off = without_rule(vbytes)
+        t = p.tile
+        assert p.nt and t.kind == "transpose" and not p.prefetch and not p.shifted, p.describe()
+        on = whole and vbytes == 32
+        assert noted(p) == on, p.describe()
+        if on:  # one macro tile covers A: the jobs are the outer loops alone
+            assert t.M * t.R >= dims[1] > off.tile.M * off.tile.R * 4 and p.jobs == dims[0], p.describe()
+            assert (t.R, t.V) == (off.tile.R, off.tile.V), p.describe()
+        else:
+            assert t == off.tile, p.describe()
+    # a source span above a quarter of the LLC: rows far apart, the rule stays off
+    ssz = {"f32": 4, "bf16": 2, "s8": 1}[sdt]
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 2 * dims[1] * dims[2] * dims[3] * ssz)
+    assert not noted(plan_mod.make_plan(ir, vbytes=32))
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 1 << 30)
+    k = lj.compile_reorder(src, dst)
+    assert noted(k.plan) == (whole and k.plan.vector_bytes == 32), k.plan.describe()
+    if noted(k.plan):
+        for threads in ref.at_thread_counts((1, 2)):
+            assert ref.kernel_matches_reference(k, seed=threads)
+
+
 def test_prefetch_only_with_nt_stores():
     """Tensors small enough for plain stores (they stay in cache) do not prefetch."""
     dims = (2, 240, 8, 8)
