@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .peers import PEER_ORDER
+from .timing import SLOW_ROUNDS, SLOW_RATIO
 
 PEER_LABEL = {"layoutjit": "lj", "numpy": "numpy", "torch": "torch", "onednn": "oneDNN"}
 
@@ -160,6 +161,9 @@ def summarize(cases: list[dict], threads: tuple[int, ...], peers: dict) -> dict:
                            for c in cases for r in c.get("results", [])
                            for n, v in [("copy", r["copy"]), *r["contenders"].items()]
                            if v.get("cpu_threads", 0) > r["threads"] + 0.5]
+    out["slow_peers"] = [{"case": c["name"], "threads": r["threads"], "peer": n}
+                         for c in cases for r in c.get("results", [])
+                         for n, v in r["contenders"].items() if v.get("slow")]
     out["disturbed_rounds_dropped"] = sum(r.get("rounds_disturbed", 0)
                                           for c in cases for r in c.get("results", []))
     return out
@@ -187,7 +191,11 @@ def table(cases: list[dict], peers: dict) -> str:
         bad = [PEER_LABEL.get(n, n) for n, v in c.get("verify", {}).items()
                if v.get("status") in ("mismatch", "error")]
         errs = [PEER_LABEL.get(n, n) for n in c.get("peer_errors", {})]
+        ftz = [PEER_LABEL.get(n, n) for n, v in c.get("verify", {}).items()
+               if v.get("status") == "denormals_flushed"]
         chk = "ok" if not bad and not errs else ""
+        if ftz and chk:
+            chk += " (ftz:" + ",".join(ftz) + ")"
         if bad:
             chk += "WRONG:" + ",".join(bad)
         if errs and not bad:
@@ -247,6 +255,13 @@ def summary_text(summary: dict, peers: dict) -> str:
     if summary.get("disturbed_rounds_dropped"):
         lines.append(f"CPU probe: {summary['disturbed_rounds_dropped']} disturbed rounds dropped; "
                      f"{len(summary['unstable_results'])} results unstable (too few clean rounds)")
+    if summary.get("slow_peers"):
+        per: dict[str, int] = {}
+        for o in summary["slow_peers"]:
+            per[o["peer"]] = per.get(o["peer"], 0) + 1
+        lines.append(f"slow peers (first call over {SLOW_RATIO:g}x the copy; timed in {SLOW_ROUNDS} "
+                     "rounds): " + ", ".join(
+            f"{p} x{k}" for p, k in sorted(per.items())))
     if summary.get("over_threads"):
         lines.append("CPU check: used more CPUs than their thread count: " + "; ".join(
             f"{o['peer']} {o['case']} threads={o['threads']}: {o['cpu_threads']:.1f}"

@@ -258,3 +258,50 @@ def test_cpu_threads_counts_the_cpus_kept_busy():
            "contenders": {"onednn": {"cpu_threads": 1.9}, "numpy": {"cpu_threads": 1.0}}}
     over = summarize([{"name": "c", "results": [res]}], (1,), {})["over_threads"]
     assert over == [{"case": "c", "threads": 1, "peer": "onednn", "cpu_threads": 1.9}]
+
+
+def test_slow_peers_are_timed_in_a_few_rounds():
+    """A contender over SLOW_RATIO x the copy on its first call is warmed up once and timed
+    in SLOW_ROUNDS rounds; the others get every round; the report names the slow one."""
+    import time
+
+    from perf import timing
+    from perf.report import summarize, summary_text
+
+    calls = {"copy": 0, "fast": 0, "slow": 0}
+
+    def sleeper(name, s):
+        def f():
+            calls[name] += 1
+            t = time.perf_counter() + s
+            while time.perf_counter() < t:
+                pass
+        return f
+
+    res = timing.paired(sleeper("copy", 2e-4), {"fast": sleeper("fast", 3e-4),
+                                                "slow": sleeper("slow", 2e-4 * 2 * timing.SLOW_RATIO)},
+                        repeats=7, warmup=2, min_sample_s=0.0)
+    fast, slow = res["contenders"]["fast"], res["contenders"]["slow"]
+    assert len(fast["times_s"]) == 7 and not fast["slow"]
+    assert len(slow["times_s"]) == timing.SLOW_ROUNDS and slow["slow"]
+    assert slow["ratio"] > timing.SLOW_RATIO
+    # one probe call, SLOW_ROUNDS timed calls, and the CPU check's two calls
+    assert calls["slow"] == 1 + timing.SLOW_ROUNDS + 2
+    res["threads"] = 1
+    s = summarize([{"name": "c", "results": [res]}], (1,), {})
+    assert s["slow_peers"] == [{"case": "c", "threads": 1, "peer": "slow"}]
+    assert "slow peers" in summary_text(s, {})
+
+
+def test_compare_outputs_tells_flushed_denormals_from_wrong_values():
+    """oneDNN's bf16 reference reorder flushes denormals (and writes some -0 as +0):
+    reported as such, not as wrong; a zero where the reference is a normal number, or
+    another denormal, stays a mismatch."""
+    ref = np.array([0x0069, 0x8001, 0x8000, 0x3F80], np.uint16)  # denormal, -denormal, -0, 1.0
+    out = np.array([0x0000, 0x8000, 0x0000, 0x3F80], np.uint16)
+    assert compare_outputs(ref, out, "bf16")["status"] == "denormals_flushed"
+    assert compare_outputs(ref, np.array([0, 0, 0, 0], np.uint16), "bf16")["status"] == "mismatch"
+    assert compare_outputs(ref, np.array([0x0068, 0, 0, 0x3F80], np.uint16), "bf16")["status"] == "mismatch"
+    f = np.array([1e-40, 2.0], np.float32)
+    assert compare_outputs(f, np.array([-0.0, 2.0], np.float32), "f32")["status"] == "denormals_flushed"
+    assert compare_outputs(f, np.array([0.0, 0.0], np.float32), "f32")["status"] == "mismatch"
