@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .peers import PEER_ORDER
-from .timing import SLOW_ROUNDS, SLOW_RATIO
+from .timing import SLOW_RATIO, SLOW_ROUNDS
 
 PEER_LABEL = {"layoutjit": "lj", "numpy": "numpy", "torch": "torch", "onednn": "oneDNN"}
 
