@@ -310,6 +310,35 @@ def test_narrow_tiles_take_whole_destination_runs(monkeypatch, dims, sdt, ddt, w
             assert ref.kernel_matches_reference(k, seed=threads)
 
 
+@pytest.mark.parametrize("dims, dt, V32", [
+    ((2, 3, 9, 23), "f32", 16),    # 3x8 tiles would write 96 B: 3x16 write three whole lines
+    ((2, 5, 9, 23), "f32", 16),    # 5 x 16 x 4 B = five lines
+    ((2, 3, 9, 23), "bf16", 32),   # 3 x 32 x 2 B
+    ((2, 3, 11, 23), "s8", 64),    # 3 x 64 x 1 B
+    ((2, 4, 9, 23), "f32", 8),     # 4 x 8 x 4 B = two lines already
+])
+def test_block_tiles_take_whole_lines(monkeypatch, dims, dt, V32):
+    """Tiles that write whole blocks (nchw -> nhwc, C=3) take enough columns that each call
+    writes whole lines, which makes them NT-capable; exact with tails, at 1 and 2 threads."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    src, dst = M(dims, dt, "nchw"), M(dims, dt, "nhwc")
+    ir = lj.compiler.lower_and_plan(src, dst, None)[0]
+    esz = {"f32": 4, "bf16": 2, "s8": 1}[dt]
+    for vbytes, V in ((32, V32), (64, 64 // esz)):
+        p = plan_mod.make_plan(ir, vbytes=vbytes)
+        t = p.tile
+        assert t.kind == "transpose" and t.rows_contiguous and t.R == dims[1], p.describe()
+        assert t.V == V and (t.R * t.V * esz) % 64 == 0 and p.nt, p.describe()
+    with monkeypatch.context() as m:
+        m.setattr(plan_mod, "BLOCK_TILE_LINES", False)
+        assert not plan_mod.make_plan(ir, vbytes=32).nt or V32 == 8
+    k = lj.compile_reorder(src, dst)
+    assert k.plan.nt and (k.plan.tile.R * k.plan.tile.V * esz) % 64 == 0, k.plan.describe()
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads)
+
+
 def test_prefetch_only_with_nt_stores():
     """Tensors small enough for plain stores (they stay in cache) do not prefetch."""
     dims = (2, 240, 8, 8)
