@@ -1076,11 +1076,12 @@ def _with_half_lines(ir: LoopIR, tile: TileSpec) -> TileSpec:
 
 #: Whether NT transposes of narrow elements take every row of A per step (``_whole_runs``):
 #: when a macro tile would write at most 1/WHOLE_RUN_MIN_PARTS of each destination run, all
-#: A rows lie within llc_bytes() // WHOLE_RUN_SPAN_DIV bytes of source, and there are at
-#: least WHOLE_RUN_MIN_JOBS outer jobs.
+#: A rows lie within WHOLE_RUN_MAX_SPAN bytes of source (a fixed size: wins were measured
+#: up to 6.4 MB and losses from 16 MB on a 32 MiB L3, whose cause is not known to scale
+#: with the LLC), and there are at least WHOLE_RUN_MIN_JOBS outer jobs.
 WHOLE_RUNS = os.environ.get("LAYOUTJIT_WHOLE_RUNS", "1") != "0"
 WHOLE_RUN_MIN_PARTS = 8
-WHOLE_RUN_SPAN_DIV = 4
+WHOLE_RUN_MAX_SPAN = 8 << 20
 WHOLE_RUN_MIN_JOBS = 8
 
 
@@ -1117,7 +1118,7 @@ def _whole_runs(ir: LoopIR, tile: TileSpec, vbytes: int) -> bool:
         if i not in tile.nodes:
             outer *= n.extent
     return (b.extent * ssz >= PREFETCH_MAX_ROW and row % 4096 != 0
-            and a.extent * row <= llc_bytes() // WHOLE_RUN_SPAN_DIV and outer >= WHOLE_RUN_MIN_JOBS)
+            and a.extent * row <= WHOLE_RUN_MAX_SPAN and outer >= WHOLE_RUN_MIN_JOBS)
 
 
 #: Largest stage of a panel plan (V destination rows of A elements each).

@@ -274,7 +274,6 @@ def test_narrow_tiles_take_whole_destination_runs(monkeypatch, dims, sdt, ddt, w
     threads where the host plans with 32-byte vectors."""
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 1 << 30)
     src, dst = M(dims, sdt, "nchw"), M(dims, ddt, "nhwc")
     ir = lj.compiler.lower_and_plan(src, dst, None)[0]
 
@@ -298,11 +297,11 @@ def test_narrow_tiles_take_whole_destination_runs(monkeypatch, dims, sdt, ddt, w
             assert (t.R, t.V) == (off.tile.R, off.tile.V), p.describe()
         else:
             assert t == off.tile, p.describe()
-    # a source span above a quarter of the LLC: rows far apart, the rule stays off
+    # a source span above WHOLE_RUN_MAX_SPAN: rows far apart, the rule stays off
     ssz = {"f32": 4, "bf16": 2, "s8": 1}[sdt]
-    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 2 * dims[1] * dims[2] * dims[3] * ssz)
-    assert not noted(plan_mod.make_plan(ir, vbytes=32))
-    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 1 << 30)
+    with monkeypatch.context() as m:
+        m.setattr(plan_mod, "WHOLE_RUN_MAX_SPAN", dims[1] * dims[2] * dims[3] * ssz - 1)
+        assert not noted(plan_mod.make_plan(ir, vbytes=32))
     k = lj.compile_reorder(src, dst)
     assert noted(k.plan) == (whole and k.plan.vector_bytes == 32), k.plan.describe()
     if noted(k.plan):
