@@ -1083,6 +1083,7 @@ WHOLE_RUNS = os.environ.get("LAYOUTJIT_WHOLE_RUNS", "1") != "0"
 WHOLE_RUN_MIN_PARTS = 8
 WHOLE_RUN_MAX_SPAN = 8 << 20
 WHOLE_RUN_MIN_JOBS = 8
+WHOLE_RUN_MIN_ROW = 1024  # source row bytes (shorter rows: prefetched groups, _prefetch_rows)
 
 
 def _whole_runs(ir: LoopIR, tile: TileSpec, vbytes: int) -> bool:
@@ -1097,7 +1098,9 @@ def _whole_runs(ir: LoopIR, tile: TileSpec, vbytes: int) -> bool:
     process, ratio to copy at 1 thread (2 threads), one line of rows -> all of C), bf16:
     C=256 56x56 1.39 -> 0.83 (1.09 -> 0.84), 112x112 1.34 -> 1.14 (1.38 -> 1.00), C=512
     1.74 -> 1.01 (1.47 -> 0.94), C=1024 1.98 -> 1.35 (1.71 -> 1.20); s8 C=512 112x112
-    1.48 -> 1.15 (1.41 -> 0.96). Not taken where it lost: a quarter of each run or more
+    1.48 -> 1.15 (1.41 -> 0.96), 56x56 (rows of 3 KB, too large a group to prefetch) 1.28-1.39
+    -> 1.06-1.08 (1.06-1.08 -> 1.00-1.01), C=1024 1.57 -> 1.32 (1.33 -> 1.20). Not taken
+    where it lost: a quarter of each run or more
     per step (bf16 C=128: 0.88 -> 1.02), rows a multiple of 4 KB apart (bf16 C=256 64x64:
     1.45 -> 1.53; s8 C=512 2.29 -> 2.85), a source span of more than a few MB (f32 C=256
     128x128, 16 MB: 1.72 -> 4.24), conversions (f32 -> bf16 C=256 0.94 -> 1.58, bf16 ->
@@ -1117,7 +1120,7 @@ def _whole_runs(ir: LoopIR, tile: TileSpec, vbytes: int) -> bool:
     for i, n in enumerate(ir.nodes):
         if i not in tile.nodes:
             outer *= n.extent
-    return (b.extent * ssz >= PREFETCH_MAX_ROW and row % 4096 != 0
+    return (b.extent * ssz >= WHOLE_RUN_MIN_ROW and row % 4096 != 0
             and a.extent * row <= WHOLE_RUN_MAX_SPAN and outer >= WHOLE_RUN_MIN_JOBS)
 
 

@@ -262,6 +262,7 @@ def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dt
 @pytest.mark.parametrize("dims, sdt, ddt, whole", [
     ((8, 256, 41, 53), "bf16", "bf16", True),   # 32-row tiles write 1/8 of each 512 B pixel
     ((8, 512, 61, 70), "s8", "s8", True),       # 64-row tiles, 1/8 of each pixel, rows 4270 B
+    ((8, 512, 40, 61), "s8", "s8", True),       # rows of 2440 B: 64 of them too large to prefetch
     ((8, 128, 41, 53), "bf16", "bf16", False),  # a quarter of each pixel per step already
     ((8, 256, 41, 53), "f32", "bf16", False),   # conversion: source and destination streams differ
     ((8, 512, 41, 53), "f32", "f32", False),    # 16-row tiles, two a step
