@@ -874,10 +874,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         panel = _panel_possible(ir, tile) and not _shift_better(ir, tile)
         if panel or _shift_possible(ir, tile):
             assert tile.b is not None
-            outer = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
-            n_outer = 1
-            for i in outer:
-                n_outer *= ir.nodes[i].extent
+            outer = _outer_nodes(ir, tile)
+            n_outer = math.prod(ir.nodes[i].extent for i in outer)
             nbb = -(-ir.nodes[tile.b].extent // tile.V)
             pf = bool(PREFETCH_ROWS and (panel_prefetch(ir, tile) if panel else shift_prefetch(ir, tile)))
             if pf:
@@ -917,8 +915,12 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
 
 def _job_nodes(ir: LoopIR, tile: TileSpec, parallel: int) -> frozenset[int]:
     """The nodes flattened into the job range (their offsets are known per job)."""
-    order = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
-    return frozenset(order[:parallel])
+    return frozenset(_outer_nodes(ir, tile)[:parallel])
+
+
+def _outer_nodes(ir: LoopIR, tile: TileSpec) -> list[int]:
+    """The nodes outside the tile, outermost first (the loops that run the macro tiles)."""
+    return [i for i in range(len(ir.nodes)) if i not in tile.nodes]
 
 
 #: Transposes with plain stores into destination rows at least this far apart...
@@ -1116,10 +1118,7 @@ def _whole_runs(ir: LoopIR, tile: TileSpec, vbytes: int) -> bool:
             or b.strides[0] != a.extent or tile.M * tile.R * WHOLE_RUN_MIN_PARTS > a.extent):
         return False
     row = a.strides[1] * ssz  # bytes between source rows
-    outer = 1
-    for i, n in enumerate(ir.nodes):
-        if i not in tile.nodes:
-            outer *= n.extent
+    outer = math.prod(ir.nodes[i].extent for i in _outer_nodes(ir, tile))
     return (b.extent * ssz >= WHOLE_RUN_MIN_ROW and row % 4096 != 0
             and a.extent * row <= WHOLE_RUN_MAX_SPAN and outer >= WHOLE_RUN_MIN_JOBS)
 
@@ -1263,10 +1262,9 @@ def panel_prefetch(ir: LoopIR, tile: TileSpec) -> bool:
     with; 7x7 equal).
     """
     assert tile.b is not None
-    outer = [i for i in range(len(ir.nodes)) if i not in tile.nodes]
     b = ir.nodes[tile.b]
     line = max(1, 64 // ir.operands[1].dtype.size)
-    return bool(outer) and _rows_follow(ir.nodes[tile.a], b) and b.extent > max(tile.V, line)
+    return bool(_outer_nodes(ir, tile)) and _rows_follow(ir.nodes[tile.a], b) and b.extent > max(tile.V, line)
 
 
 #: A shifted transpose that prefetches (shift_prefetch) beats the panel plan from this many
