@@ -319,6 +319,14 @@ class KernelWriter:
             # NT only where the plan wants it at this thread count: a call given every job
             # is a serial run (Plan.nt_split)
             whole = "" if self.plan.nt_split else f" and hi - lo == {self.plan.jobs}"
+            if self.plan.nt_tune:
+                # the launcher picks the store kind (store_choice.py): jobs offset by the job
+                # count ask for NT stores
+                w.put(depth, f"ntq = lo >= {self.plan.jobs}")
+                w.put(depth, "if ntq:")
+                w.put(depth + 1, f"lo -= {self.plan.jobs}")
+                w.put(depth + 1, f"hi -= {self.plan.jobs}")
+                whole = " and ntq"
             w.put(depth, f"if (dst.ctypes.data & 63) == 0{whole}:")
             self._render_jobs(depth + 1, nt=True)
             if self.uses_nt:

@@ -206,6 +206,9 @@ def explain_kernel(kernel: Kernel) -> str:
         out.append("")
         out.append(_section("plan: after drop_unit, order_by_dst, merge, tiling, parallel split"))
         out.append(plan.describe())
+        choice = getattr(kernel, "store_choice", None)
+        if choice is not None:
+            out.append(f"stores kept so far: {choice.describe()}")
         out.append("")
     where = "built in memory"
     if kernel.path is not None:

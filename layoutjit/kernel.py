@@ -43,6 +43,7 @@ from .buffers import aligned_empty, as_buffer, byte_view
 from .desc import MemoryDesc
 from .errors import LayoutError
 from .runtime import run_bound, run_parallel, run_parallel_bound, run_serial
+from .store_choice import StoreChoice
 
 if TYPE_CHECKING:
     from .attrs import Attrs
@@ -237,22 +238,22 @@ if hasattr(os, "register_at_fork"):
 
 
 def _run_parallel(addr: int, s8: np.ndarray, d8: np.ndarray, aux: np.ndarray, jobs: int, n: int,
-                  in_place_ok: bool, bound: tuple[int, int, int] | None = None) -> int:
+                  in_place_ok: bool, bound: tuple[int, int, int] | None = None, base: int = 0) -> int:
     """Split the jobs between n threads (``bound``: the buffers' addresses, checked at
-    bind time: no array arguments, no overlap test)."""
+    bind time: no array arguments, no overlap test; ``base``: see ``runtime.run_serial``)."""
     mode = _par_mode
     if mode == _PAR_FREE:
         if bound is not None:
-            run_parallel_bound(addr, *bound, jobs, n)
+            run_parallel_bound(addr, *bound, jobs, n, base)
             return 0
-        return run_parallel(addr, s8, d8, aux, jobs, n, in_place_ok)
+        return run_parallel(addr, s8, d8, aux, jobs, n, in_place_ok, base)
     if mode == _PAR_SERIAL:
-        return run_serial(addr, s8, d8, aux, jobs, in_place_ok)
+        return run_serial(addr, s8, d8, aux, jobs, in_place_ok, base)
     lock = _par_lock
     if not lock.acquire(blocking=False):
-        return run_serial(addr, s8, d8, aux, jobs, in_place_ok)
+        return run_serial(addr, s8, d8, aux, jobs, in_place_ok, base)
     try:
-        rc = run_parallel(addr, s8, d8, aux, jobs, n, in_place_ok)
+        rc = run_parallel(addr, s8, d8, aux, jobs, n, in_place_ok, base)
     finally:
         lock.release()
     if mode == _PAR_UNKNOWN:
@@ -302,6 +303,9 @@ class Kernel:
         self._addr = int(module.kernel.address) if module is not None else 0
         self._jobs = plan.jobs if plan is not None else 0
         self._serial = plan.serial if plan is not None else True
+        # plain or NT stores, chosen by timing the first calls (Plan.nt_tune; store_choice.py)
+        self.store_choice = (StoreChoice(self._jobs) if plan is not None and plan.nt_tune
+                             and not self._serial else None)
         self._src_rule = _size_rule(src_md)
         self._dst_rule = _size_rule(dst_md)
         self._dst_storage = dst_md.dtype.storage
@@ -396,7 +400,7 @@ class Kernel:
                         self._launch(s8, d8, _NO_AUX)
                         verbose.log_exec(self, (time.perf_counter() - t0) * 1e3)
                     elif fast[2]:
-                        if run_serial(self._addr, s8, d8, _NO_AUX, self._jobs, self._in_place_ok):
+                        if run_serial(self._addr, s8, d8, _NO_AUX, self._jobs, self._in_place_ok, 0):
                             raise LayoutError("src and dst overlap in memory; a reorder needs "
                                               "separate buffers")
                     else:
@@ -438,7 +442,7 @@ class Kernel:
             b = BoundKernel(self._launch_logged, s8, d8, aux)
         elif self._serial:
             b = BoundKernel(run_bound, self._addr, s8.ctypes.data, d8.ctypes.data,
-                            aux.ctypes.data, self._jobs)
+                            aux.ctypes.data, self._jobs, 0)
         else:
             b = BoundKernel(_launch_bound, self, s8.ctypes.data, d8.ctypes.data, aux.ctypes.data, s8, d8,
                             aux)
@@ -460,13 +464,18 @@ class Kernel:
                     raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
             return
         if self._serial:
-            rc = run_serial(self._addr, s8, d8, aux, self._jobs, self._in_place_ok)
+            rc = run_serial(self._addr, s8, d8, aux, self._jobs, self._in_place_ok, 0)
         else:
             n = min(_num_threads(), self._jobs)
+            choice = self.store_choice
+            base, timed = (0, False) if choice is None else choice.next_call(n)
+            t0 = time.perf_counter() if timed else 0.0
             if n <= 1:
-                rc = run_serial(self._addr, s8, d8, aux, self._jobs, self._in_place_ok)
+                rc = run_serial(self._addr, s8, d8, aux, self._jobs, self._in_place_ok, base)
             else:
-                rc = _run_parallel(self._addr, s8, d8, aux, self._jobs, n, self._in_place_ok)
+                rc = _run_parallel(self._addr, s8, d8, aux, self._jobs, n, self._in_place_ok, base=base)
+            if timed and choice is not None:
+                choice.record(n, base, time.perf_counter() - t0)
         if rc:
             raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
 
@@ -498,10 +507,15 @@ def _launch_bound(k: Kernel, sp: int, dp: int, ap: int, s8: np.ndarray, d8: np.n
     (``run_bound``, as serial plans; bind checked the buffers), else the thread split."""
     jobs = k._jobs
     n = min(_num_threads(), jobs)
+    choice = k.store_choice
+    base, timed = (0, False) if choice is None else choice.next_call(n)
+    t0 = time.perf_counter() if timed else 0.0
     if n <= 1:
-        run_bound(k._addr, sp, dp, ap, jobs)
-    elif _run_parallel(k._addr, s8, d8, aux, jobs, n, k._in_place_ok, (sp, dp, ap)):
+        run_bound(k._addr, sp, dp, ap, jobs, base)
+    elif _run_parallel(k._addr, s8, d8, aux, jobs, n, k._in_place_ok, (sp, dp, ap), base):
         raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
+    if timed and choice is not None:
+        choice.record(n, base, time.perf_counter() - t0)
 
 
 def _nothing() -> None:

@@ -30,7 +30,10 @@ Passes, in order (each is a function from IR to IR you can call and print):
    (``nt_min_bytes``), and above a threshold per micro-kernel kind when the jobs
    are split between threads (``nt_split_min_bytes``: 3/4 of the LLC for register
    transposes, the LLC for packed runs; the kernel reads its job range,
-   ``Plan.nt_split``); transposes with plain stores into rows 1 KB
+   ``Plan.nt_split``). Between the two thresholds the kernel carries both store
+   kinds and times them on its first calls at each thread count (``Plan.nt_tune``,
+   ``store_choice.py``): which wins there depends on what else holds the cache, not
+   on the layouts. Transposes with plain stores into rows 1 KB
    or more apart read 256 rows per macro tile (``_wide_groups``); misaligned
    destination rows are realigned onto whole lines (``Plan.shifted``: in registers
    with a per-row carry for 2- and 4-byte destinations, ``simd.tile_shift``), or,
@@ -136,6 +139,17 @@ def nt_split_min_bytes(tile: TileSpec) -> int:
     return NT_MIN_BYTES
 
 
+#: Time plain against NT stores at run time in the band where neither wins on every host
+#: (store_choice.py); 0 keeps the fixed thresholds.
+NT_TUNE = os.environ.get("LAYOUTJIT_NT_TUNE", "1") != "0"
+
+
+def _tunable(tile: TileSpec) -> bool:
+    """Plans whose store kind may be timed at run time: every tiled kind but streams, whose
+    NT rule has no thread-count band (and whose plain stores LLVM vectorizes as a copy)."""
+    return NT_TUNE and tile.kind != "stream"
+
+
 def one_rule_min_bytes() -> int:
     """The NT threshold of register transposes at 2 threads, and of the plans with one
     store rule for every thread count (wide groups, local permutations): 3/4 of the LLC.
@@ -161,6 +175,7 @@ MAX_TILE_SRC_BYTES = 2048
 MAX_TILE_NET_REGS = 16
 # Tiles that write whole blocks take enough columns to write whole lines (_transpose).
 BLOCK_TILE_LINES = True
+ALIASED_L1_ROWS = 8  # rows per tile when source rows share an L1 set (0: off); see _transpose
 # Padded runs shorter than a line (nhwc -> nChw8c, C=3) are packed this many per call.
 PACKED_RUNS = 16
 # A transpose whose tiles read part of each source line reads at least this much per step.
@@ -294,6 +309,7 @@ class Plan:
     line_phases: int = 1  # kind "lines", columns starting off the lines: see line_phases()
     cols_stage: bool = False  # cols transposes of short destination pieces: see cols_stage()
     job_align: bool = False  # NT: each job checks that its destination offset starts a line
+    nt_tune: bool = False  # plain or NT stores chosen at run time by timing (store_choice.py)
 
     @property
     def shift_panel(self) -> int:
@@ -446,7 +462,13 @@ class Plan:
             how = "plain"
             if self.nt:
                 how = "non-temporal where a call writes whole aligned lines"
-                if not self.nt_split:
+                if self.nt_tune:
+                    how = ("non-temporal where a call writes whole aligned lines when one thread runs "
+                           "every job; split between threads, plain or non-temporal, chosen at run "
+                           "time: the first calls at each thread count time both and keep the faster "
+                           "(traffic between "
+                           f"{nt_min_bytes(t)} and {nt_split_min_bytes(t)} B)")
+                elif not self.nt_split:
                     how += (" when one thread runs every job (split between threads: plain, below "
                             f"{nt_split_min_bytes(t)} B)")
             lines.append(f"stores: {how}; vector width {self.vector_bytes} B")
@@ -585,7 +607,16 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
             return ir, None, notes
     if a.dim is not None and a.dim == b.dim and ir.dims[a.dim].guarded:
         return ir, None, notes
-    V = min(b.extent, max(1, vbytes // ssz))
+    aliased = (a.strides[1] * ssz) % 4096 == 0
+    # Source rows a multiple of 4 KB apart share one L1 set (8 ways). Where the output stays
+    # in cache (plain stores) and a vector is shorter than a line, tiles take at most 8 such
+    # rows and a whole line of each, so a line is read whole before it is evicted -- when 8
+    # destination elements still fill a vector (Zen 3, AVX2, ratio to copy at 2 threads
+    # (1 thread), 16x8 -> 8x16 f32 tiles: oihw -> OIhw16i16o 1024x1024x1x1 1.56 -> 1.23
+    # (1.19 -> 1.13), ab -> ba 1024x1024 2.37 -> 1.81 (1.95 -> 1.70)).
+    l1_rows = bool(aliased and ALIASED_L1_ROWS and vbytes < 64 <= 2 * ALIASED_L1_ROWS * dsz
+                   and ir.total * (ssz + dsz) < NT_MIN_BYTES)
+    V = min(b.extent, max(1, vbytes // ssz, 64 // ssz if l1_rows else 1))
     row_elems = max(1, 64 // dsz)  # elements of one 64-byte output row
     rows_contig = b.strides[0] == a.extent
     if rows_contig and a.extent <= row_elems:
@@ -594,12 +625,14 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         # Tiles take whole destination lines as rows (64 rows of 1-byte elements), with
         # fewer columns: half lines are plain stores, each paying an ownership read.
         R = min(a.extent, row_elems, MAX_TILE_ROWS)
-        rows_contig = rows_contig and R == a.extent
+    if l1_rows:
+        R = min(R, ALIASED_L1_ROWS)
+    rows_contig = rows_contig and R == a.extent
     # Source rows a multiple of 4 KB apart share one L1 set, so a row's line does not
     # survive until the next tile reads it: such tiles read more of each line at once,
     # and their network spills (s8 ab -> ba 8192x8192: 1.5x copy at 1 thread with 2 KB
     # tiles, 2.1x with 1 KB ones).
-    net = MAX_TILE_NET_REGS * (2 if (a.strides[1] * ssz) % 4096 == 0 else 1)
+    net = MAX_TILE_NET_REGS * (2 if aliased else 1)
     Rp = 1 << (R - 1).bit_length()  # the network works on R and V rounded up to powers of two
     cap = min(max(1, MAX_TILE_SRC_BYTES // (Rp * ssz)), max(1, net * vbytes // (Rp * min(ssz, dsz))))
     V = min(V, cap)
@@ -900,6 +933,9 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                          "checks its offset at run time (non-temporal stores where it does)")
     job_align = job_align and nt
     nt_split = not nt or tile is None or moved >= nt_split_min_bytes(tile)
+    # between the NT thresholds at one thread and split between threads, the store kind
+    # is timed at run time
+    nt_tune = bool(nt and not nt_split and tile is not None and _tunable(tile))
     phases = line_phases(ir, tile) if nt and tile is not None else 1
     staged_cols = staged_cols and nt
     if staged_cols:
@@ -910,7 +946,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                      f"the calls of each column are cut at the lines (column loop unrolled by "
                      f"{phases}); a line shared by two columns gets plain stores")
     return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes), chunk, nt_split=nt_split,
-                prefetch=prefetch, line_phases=phases, cols_stage=staged_cols, job_align=job_align)
+                nt_tune=nt_tune, prefetch=prefetch, line_phases=phases, cols_stage=staged_cols, job_align=job_align)
 
 
 def _job_nodes(ir: LoopIR, tile: TileSpec, parallel: int) -> frozenset[int]:

@@ -84,27 +84,31 @@ def _overlap(src, dst, in_place_ok):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
-def run_serial(fn, src, dst, aux, jobs, in_place_ok):  # type: ignore[no-untyped-def]
-    """Run all jobs on the calling thread; returns 1 if src and dst overlap (nothing written)."""
+def run_serial(fn, src, dst, aux, jobs, in_place_ok, base=0):  # type: ignore[no-untyped-def]
+    """Run all jobs on the calling thread; returns 1 if src and dst overlap (nothing written).
+
+    ``base`` is added to the job range the kernel sees: a kernel whose store kind is
+    chosen at run time (``Plan.nt_tune``) reads ``lo >= jobs`` as "use NT stores".
+    """
     if _overlap(src, dst, in_place_ok):
         return 1
     if jobs > 0:
-        call_chunk(fn, src.ctypes.data, dst.ctypes.data, aux.ctypes.data, 0, jobs)
+        call_chunk(fn, src.ctypes.data, dst.ctypes.data, aux.ctypes.data, base, base + jobs)
     return 0
 
 
 @nb.njit(cache=True, nogil=True)
-def run_bound(fn, sp, dp, ap, jobs):  # type: ignore[no-untyped-def]
+def run_bound(fn, sp, dp, ap, jobs, base=0):  # type: ignore[no-untyped-def]
     """Run all jobs on buffers already validated and checked for overlap (``Kernel.bind``).
 
     Integer arguments only: Numba unboxes them in a few nanoseconds, so a bound
     call costs one dispatch -- no array views, no checks.
     """
-    call_chunk(fn, sp, dp, ap, 0, jobs)
+    call_chunk(fn, sp, dp, ap, base, base + jobs)
 
 
 @nb.njit(cache=True, nogil=True, parallel=True)
-def run_parallel(fn, src, dst, aux, jobs, nchunks, in_place_ok):  # type: ignore[no-untyped-def]
+def run_parallel(fn, src, dst, aux, jobs, nchunks, in_place_ok, base=0):  # type: ignore[no-untyped-def]
     """Split the jobs into ``nchunks`` contiguous ranges run by Numba's threads."""
     if _overlap(src, dst, in_place_ok):
         return 1
@@ -115,18 +119,18 @@ def run_parallel(fn, src, dst, aux, jobs, nchunks, in_place_ok):  # type: ignore
         lo = jobs * t // nchunks
         hi = jobs * (t + 1) // nchunks
         if hi > lo:
-            call_chunk(fn, sp, dp, ap, lo, hi)
+            call_chunk(fn, sp, dp, ap, base + lo, base + hi)
     return 0
 
 
 @nb.njit(cache=True, nogil=True, parallel=True)
-def run_parallel_bound(fn, sp, dp, ap, jobs, nchunks):  # type: ignore[no-untyped-def]
+def run_parallel_bound(fn, sp, dp, ap, jobs, nchunks, base=0):  # type: ignore[no-untyped-def]
     """:func:`run_parallel` on addresses checked when the kernel was bound."""
     for t in nb.prange(nchunks):
         lo = jobs * t // nchunks
         hi = jobs * (t + 1) // nchunks
         if hi > lo:
-            call_chunk(fn, sp, dp, ap, lo, hi)
+            call_chunk(fn, sp, dp, ap, base + lo, base + hi)
 
 
 __all__ = ["ptr_from_int", "call_chunk", "opaque", "run_serial", "run_bound", "run_parallel",

@@ -17,6 +17,7 @@ generated code); checked on tails, padding and conversions.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 
@@ -41,14 +42,83 @@ def band(monkeypatch):
     monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 1 << 40)
 
 
-def test_lines_kind_splits_its_store_choice(band):
+def test_lines_kind_splits_its_store_choice(band, monkeypatch):
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)  # the fixed rule (store kind not timed)
     dims = (2, 40, 9, 7)
-    k = lj.compile_reorder(M(dims, "f32", "nhwc"), M(dims, "f32", "nChw16c"))
+    k = lj.compiler.build(M(dims, "f32", "nhwc"), M(dims, "f32", "nChw16c"))  # not the memory cache
     p = k.plan
     assert p.tile.kind == "lines" and p.nt and not p.nt_split and p.jobs > 1, p.describe()
+    assert not p.nt_tune and k.store_choice is None
     assert f"hi - lo == {p.jobs}" in k.source
     assert "when one thread runs every job" in p.describe()
     _exact_at_1_and_2_threads(k)
+
+
+@pytest.mark.parametrize("dims, stag, dtag, kind, nt_min", [
+    ((2, 40, 9, 7), "nhwc", "nChw16c", "lines", 0),  # split threshold: the (patched) LLC
+    # register transposes split at 3/2 of the NT threshold: 147456 and 149760 B moved
+    ((2, 64, 9, 16), "nchw", "nhwc", "transpose", 120000),
+    ((2, 80, 9, 13), "nchw", "nhwc", "transpose", 120000),  # a tail of the pixels
+])
+def test_store_kind_is_timed_between_the_thresholds(band, monkeypatch, dims, stag, dtag, kind, nt_min):
+    """Between the one-thread and the split NT thresholds the kernel carries both store
+    kinds: the launcher asks for NT by offsetting the job range (every byte exact either
+    way, at 1 and 2 threads), and each thread count above one times both on its first
+    calls and keeps the faster."""
+    from layoutjit import store_choice
+    from layoutjit.runtime import run_parallel, run_serial
+
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", nt_min)
+    s, d = M(dims, "f32", stag), M(dims, "f32", dtag)
+    k = lj.compiler.build(s, d)  # a fresh kernel: its own store choice, not the memory cache's
+    p = k.plan
+    assert p.tile.kind == kind and p.nt and not p.nt_split and p.nt_tune, p.describe()
+    assert f"ntq = lo >= {p.jobs}" in k.source and f"hi - lo == {p.jobs}" not in k.source
+    assert "chosen at run time" in p.describe()
+    rng = np.random.default_rng(3)
+    x = ref.random_raw(s.get_size() // 4, "f32", rng)
+    want = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32))
+    no_aux = np.zeros(1, np.int64)
+    for base in (0, p.jobs):  # plain, NT: serial and split between two threads
+        for run in (lambda y: run_serial(k._addr, x.view(np.uint8), y.view(np.uint8), no_aux,
+                                         p.jobs, False, base),
+                    lambda y: run_parallel(k._addr, x.view(np.uint8), y.view(np.uint8), no_aux,
+                                           p.jobs, 2, False, base)):
+            y = lj.aligned_empty(d.get_size()).view(np.float32)
+            y[:] = np.nan
+            assert run(y) == 0
+            np.testing.assert_array_equal(y, want)
+    calls = 2 * store_choice.SAMPLES + 2
+    for threads in ref.at_thread_counts((1, 2)):
+        for _ in range(calls):
+            y = k(x)
+            np.testing.assert_array_equal(y, want)
+        if threads > 1 and numba.get_num_threads() > 1:
+            assert threads in k.store_choice.chosen
+            assert "stores kept so far: 2 threads:" in k.explain()
+    assert 1 not in k.store_choice.chosen  # one thread: NT, the plan's rule
+
+
+def test_store_choice_alternates_then_keeps_the_faster():
+    from layoutjit.store_choice import SAMPLES, StoreChoice
+
+    c = StoreChoice(jobs=10)
+    assert c.next_call(1) == (10, False)  # one thread: NT, never timed
+    seen = []
+    while 2 not in c.chosen:
+        base, timed = c.next_call(2)
+        seen.append(base)
+        if timed:
+            c.record(2, base, 1.0 if base else 2.0)  # NT twice as fast
+    assert seen[:4] == [0, 10, 0, 10] and len(seen) == 2 * SAMPLES + 2
+    assert c.chosen[2] and c.next_call(2) == (10, False)
+    assert "2 threads: non-temporal" in c.describe()
+    c3 = StoreChoice(jobs=4)
+    for _ in range(2 * SAMPLES + 2):
+        base, timed = c3.next_call(3)
+        if timed:
+            c3.record(3, base, 1.0 if base else 0.5)  # plain faster
+    assert c3.chosen == {3: False} and c3.next_call(3) == (0, False)
 
 
 def test_transposes_split_between_their_two_thresholds(monkeypatch):
@@ -57,7 +127,8 @@ def test_transposes_split_between_their_two_thresholds(monkeypatch):
     dims = (2, 64, 9, 16)  # nchw -> nhwc: 147456 B moved, rows 256 B apart (not wide)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 120000)  # split threshold 180000
-    k = lj.compile_reorder(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"))
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)  # the fixed rule (store kind not timed)
+    k = lj.compiler.build(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"))
     p = k.plan
     assert p.tile.kind == "transpose" and p.nt and not p.nt_split, p.describe()
     assert f"hi - lo == {p.jobs}" in k.source
@@ -395,3 +466,28 @@ def test_jobs_check_their_own_alignment(monkeypatch, dims, stag, dtag, sdt, ddt)
     x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 32}))
+
+
+@pytest.mark.parametrize("dims, stag, dtag, dt, l1", [
+    ((40, 1024, 1, 1), "oihw", "OIhw16i16o", "f32", True),   # rows 4 KB apart, O padded to 48
+    ((20, 1024), "ab", "ba", "f32", True),                    # a tail of 4 rows
+    ((40, 1040, 1, 1), "oihw", "OIhw16i16o", "f32", False),  # rows 4160 B apart: no shared set
+    ((40, 2048), "ab", "ba", "bf16", False),                  # 8 bf16 rows fill half a vector
+])
+def test_rows_sharing_an_l1_set_take_eight_row_tiles(dims, stag, dtag, dt, l1):
+    """Plain-store transposes whose source rows are a multiple of 4 KB apart read 8 rows a
+    tile and a whole line of each, with vectors shorter than a line; exact at 1 and 2
+    threads."""
+    src, dst = M(dims, dt, stag), M(dims, dt, dtag)
+    ir = lj.compiler.lower_and_plan(src, dst, None)[0]
+    for vbytes in (32, 64):
+        p = plan_mod.make_plan(ir, vbytes=vbytes)
+        t = p.tile
+        assert t.kind == "transpose" and not p.nt, p.describe()
+        if l1 and vbytes == 32:
+            assert (t.R, t.V * 4) == (plan_mod.ALIASED_L1_ROWS, 64), p.describe()
+        else:
+            assert t.R >= 16, p.describe()
+    k = lj.compile_reorder(src, dst)
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads)
