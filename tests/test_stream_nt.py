@@ -97,3 +97,31 @@ def test_padded_runs_from_a_strided_source(nt_everywhere, c, tag):
     k = _guarded_check(src_md, M([2, c, 5, 7], "f32", tag), c, "lines",
                        [f"Vv={c}, nt=True", f"Vv={c}, nt=False"])
     assert "src_dense" not in k.source
+
+
+@pytest.mark.parametrize("sdt, ddt, prefetched", [
+    ("f32", "s8", True), ("f32", "bf16", True),  # reads more than it writes: source prefetched
+    ("s8", "f32", False), ("f32", "f32", False),
+])
+@pytest.mark.parametrize("off", [0, 5])
+def test_narrowing_streams_prefetch_their_source(nt_everywhere, sdt, ddt, prefetched, off):
+    """NT conversion streams that read more than they write prefetch the source
+    ``STREAM_PREFETCH_BYTES`` ahead (past the end too: a hint, never a fault); every byte of
+    the destination is exact, with a head peel and a tail, and nothing is written around it."""
+    import reference as ref
+    from layoutjit.codegen import STREAM_PREFETCH_BYTES
+
+    src, dst = M([3, 40, 7, 13], sdt, "nhwc"), M([3, 40, 7, 13], ddt, "nhwc")
+    k = lj.compiler.build(src, dst)
+    assert k.plan.tile.kind == "stream" and k.plan.nt, k.plan.describe()
+    ssz = src.dtype.size
+    assert (f" + {STREAM_PREFETCH_BYTES // ssz})" in k.source) == prefetched, k.source
+    rng = np.random.default_rng(off)
+    x = ref.random_raw(src.get_size() // ssz, sdt, rng)
+    want = ref.reorder(x, src, dst, np.zeros(dst.get_size() // dst.dtype.size, dst.dtype.storage))
+    n = dst.get_size()
+    raw, a0 = _guarded(n, off * dst.dtype.size)
+    y = raw[a0:a0 + n].view(dst.dtype.storage)
+    k(x, y)
+    np.testing.assert_array_equal(y.view(np.uint8), want.view(np.uint8))
+    assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()
