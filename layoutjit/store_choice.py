@@ -5,11 +5,11 @@ size above which they win at every thread count, which store kind is faster on
 several threads depends on what else holds the cache, not on the layouts: an
 output that stays in cache favours plain stores, one that is evicted between calls
 (by other work, other tenants, a benchmark's copy) favours NT stores, which skip the
-ownership reads. Measured on a Zen 3 host (AVX2,
-32 MiB L3 shared with other tenants), oihw -> OIhw16i16o 512x512x3x3 (19 MB) at 2
-threads, alternating with a copy of the same bytes: plain 1.42-1.50x the copy's
-time, NT 0.73-0.86x; on a Zen 4 host in earlier sessions the same pair went the
-other way (plain 1.45-1.74x, NT 2.36-2.52x). No fixed threshold is right on both,
+ownership reads. Measured on a Zen 3 host (AVX2, 32 MiB L3 shared with other
+tenants), oihw -> OIhw16i16o 512x512x3x3 (19 MB) at 2 threads, alternating with a
+copy of the same bytes: plain 1.42-1.50x the copy's time, NT 0.73-0.86x (in the
+harness: plain 1.48x, timed choice 0.51-1.21x); on a Zen 4 host in earlier sessions
+the same pair went the other way (plain 1.45-1.74x, NT 2.36-2.52x). No fixed threshold is right on both,
 so such kernels (``Plan.nt_tune``) carry both store kinds and each thread count
 above one times them on its first calls, then keeps the faster.
 
@@ -30,8 +30,10 @@ SAMPLES = int(os.environ.get("LAYOUTJIT_NT_TUNE_SAMPLES", 4))
 class StoreChoice:
     """Per thread count: the calls timed so far, then the store kind kept.
 
-    ``base(n)`` is the job offset for the next call on ``n`` threads (0: plain,
-    ``jobs``: NT); ``record`` takes that call's time while the choice is open.
+    ``next_call(n)`` gives the job offset for the next call on ``n`` threads (0:
+    plain, ``jobs``: NT) and whether to time it; ``record`` takes that call's time
+    while the choice is open. The choice is made once per kernel and thread count
+    (calls from several Python threads only add samples).
     """
 
     def __init__(self, jobs: int) -> None:
