@@ -70,15 +70,6 @@ def numba_type(dt: str) -> str:
     return _NUMBA_TYPES[str(dt)]
 
 
-#: NT conversion streams that read more bytes than they write (f32 -> bf16/s8) prefetch
-#: their source this far ahead (0: off): one core's read stream is latency-bound, and the
-#: hardware prefetcher alone leaves it well below the read bandwidth (Zen 3, AVX2, ratio to
-#: copy at 1 thread (2 threads), off -> 2 KB: nhwc f32 -> s8 8x256x56x56 0.90 -> 0.74 (0.93 ->
-#: 0.77), f32 -> bf16 0.89 -> 0.67 (0.74 -> 0.60); 1, 3, 4 and 8 KB measured too; streams
-#: that widen (bf16/s8 -> f32) or copy gain nothing).
-STREAM_PREFETCH_BYTES = 2048
-
-
 @dataclass
 class Epilogue:
     """How one destination element's value is computed (plain conversion by default).
@@ -1512,12 +1503,11 @@ class KernelWriter:
             fn = self._micro(("tile", 1, V, 1, V, nt, True))
             k = w.var("k")
             ssz = self.ops[1].dtype.size
-            pf_bytes = (V * ssz if nt and STREAM_PREFETCH_BYTES and ssz > dsz and V * ssz % 64 == 0
-                        else 0)
+            ahead = p.stream_prefetch if nt else 0
             w.put(depth, f"for {k} in range({a}, {b} - {V - 1}, {V}):")
-            if pf_bytes:
-                pf = self._micro(("prefetch", pf_bytes, False))
-                w.put(depth + 1, f"{pf}(src, {so} + {k} + {STREAM_PREFETCH_BYTES // ssz})")
+            if ahead:  # each call's share (its own source bytes), this far ahead
+                pf = self._micro(("prefetch", V * ssz, False))
+                w.put(depth + 1, f"{pf}(src, {so} + {k} + {ahead // ssz})")
             w.put(depth + 1, f"{fn}(src, {so} + {k}, 0, dst, {do} + {k}, 1)")
             w.put(depth, f"{a} = {a} + ({b} - {a}) // {V} * {V}")
             self._scalar_range(depth, so, do, a, b)

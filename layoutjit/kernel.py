@@ -468,14 +468,13 @@ class Kernel:
         else:
             n = min(_num_threads(), self._jobs)
             choice = self.store_choice
-            base, timed = (0, False) if choice is None else choice.next_call(n)
-            t0 = time.perf_counter() if timed else 0.0
+            base, t0 = (0, None) if choice is None else choice.start(n)
             if n <= 1:
                 rc = run_serial(self._addr, s8, d8, aux, self._jobs, self._in_place_ok, base)
             else:
                 rc = _run_parallel(self._addr, s8, d8, aux, self._jobs, n, self._in_place_ok, base=base)
-            if timed and choice is not None:
-                choice.record(n, base, time.perf_counter() - t0)
+            if choice is not None:
+                choice.finish(n, base, t0)
         if rc:
             raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
 
@@ -508,14 +507,13 @@ def _launch_bound(k: Kernel, sp: int, dp: int, ap: int, s8: np.ndarray, d8: np.n
     jobs = k._jobs
     n = min(_num_threads(), jobs)
     choice = k.store_choice
-    base, timed = (0, False) if choice is None else choice.next_call(n)
-    t0 = time.perf_counter() if timed else 0.0
+    base, t0 = (0, None) if choice is None else choice.start(n)
     if n <= 1:
         run_bound(k._addr, sp, dp, ap, jobs, base)
     elif _run_parallel(k._addr, s8, d8, aux, jobs, n, k._in_place_ok, (sp, dp, ap), base):
         raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
-    if timed and choice is not None:
-        choice.record(n, base, time.perf_counter() - t0)
+    if choice is not None:
+        choice.finish(n, base, t0)
 
 
 def _nothing() -> None:

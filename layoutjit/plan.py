@@ -140,14 +140,9 @@ def nt_split_min_bytes(tile: TileSpec) -> int:
 
 
 #: Time plain against NT stores at run time in the band where neither wins on every host
-#: (store_choice.py); 0 keeps the fixed thresholds.
+#: (store_choice.py; streams have no band: their split threshold is the base one); 0 keeps
+#: the fixed thresholds.
 NT_TUNE = os.environ.get("LAYOUTJIT_NT_TUNE", "1") != "0"
-
-
-def _tunable(tile: TileSpec) -> bool:
-    """Plans whose store kind may be timed at run time: every tiled kind but streams, whose
-    NT rule has no thread-count band (and whose plain stores LLVM vectorizes as a copy)."""
-    return NT_TUNE and tile.kind != "stream"
 
 
 def one_rule_min_bytes() -> int:
@@ -176,6 +171,7 @@ MAX_TILE_NET_REGS = 16
 # Tiles that write whole blocks take enough columns to write whole lines (_transpose).
 BLOCK_TILE_LINES = True
 ALIASED_L1_ROWS = 8  # rows per tile when source rows share an L1 set (0: off); see _transpose
+STREAM_PREFETCH_BYTES = 2048  # see Plan.stream_prefetch (0: off)
 # Padded runs shorter than a line (nhwc -> nChw8c, C=3) are packed this many per call.
 PACKED_RUNS = 16
 # A transpose whose tiles read part of each source line reads at least this much per step.
@@ -312,6 +308,21 @@ class Plan:
     nt_tune: bool = False  # plain or NT stores chosen at run time by timing (store_choice.py)
 
     @property
+    def stream_prefetch(self) -> int:
+        """Bytes ahead at which an NT conversion stream that reads more than it writes (f32
+        -> bf16/s8) prefetches its source; 0: none. One core's read stream is latency-bound
+        and the hardware prefetcher alone leaves it well below the read bandwidth (Zen 3,
+        AVX2, ratio to copy at 1 thread (2 threads), off -> 2 KB: nhwc f32 -> s8 8x256x56x56
+        0.90 -> 0.74 (0.93 -> 0.77), f32 -> bf16 0.89 -> 0.67 (0.74 -> 0.60); 1, 3, 4 and 8
+        KB measured too; streams that widen (bf16/s8 -> f32) or copy gain nothing). Direct
+        conversions only: a stream through an epilogue computes into a buffer first."""
+        t = self.tile
+        ssz, dsz = self.ir.operands[1].dtype.size, self.ir.operands[0].dtype.size
+        if t is None or t.kind != "stream" or not self.nt or ssz <= dsz or (t.V * ssz) % 64:
+            return 0
+        return STREAM_PREFETCH_BYTES
+
+    @property
     def shift_panel(self) -> int:
         """Shifted plans: B blocks per panel -- whole rows where the per-row carry (one line
         per destination row of the panel) fits ``SHIFT_CARRY_BYTES``, else equal panels.
@@ -444,7 +455,9 @@ class Plan:
         else:
             lines.append(f"micro-kernel: stream along {nm(t.a)}, {t.V} elements (one destination line) per "
                          f"call, head peeled at run time"
-                         + (f", {self.chunk} elements per job" if self.chunk else ""))
+                         + (f", {self.chunk} elements per job" if self.chunk else "")
+                         + (f"; a direct conversion prefetches its source {self.stream_prefetch} B ahead"
+                            if self.stream_prefetch else ""))
         if self.shifted:
             lines.append("stores: destination rows do not start on 64-byte lines: each tile goes to a small "
                          "stage, and every row's elements are realigned (a carry of under one line per row "
@@ -614,7 +627,7 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     # destination elements still fill a vector (Zen 3, AVX2, ratio to copy at 2 threads
     # (1 thread), 16x8 -> 8x16 f32 tiles: oihw -> OIhw16i16o 1024x1024x1x1 1.56 -> 1.23
     # (1.19 -> 1.13), ab -> ba 1024x1024 2.37 -> 1.81 (1.95 -> 1.70)).
-    l1_rows = bool(aliased and ALIASED_L1_ROWS and vbytes < 64 <= 2 * ALIASED_L1_ROWS * dsz
+    l1_rows = bool(aliased and ALIASED_L1_ROWS and vbytes < 64 and ALIASED_L1_ROWS * dsz >= vbytes
                    and ir.total * (ssz + dsz) < NT_MIN_BYTES)
     V = min(b.extent, max(1, vbytes // ssz, 64 // ssz if l1_rows else 1))
     row_elems = max(1, 64 // dsz)  # elements of one 64-byte output row
@@ -935,7 +948,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     nt_split = not nt or tile is None or moved >= nt_split_min_bytes(tile)
     # between the NT thresholds at one thread and split between threads, the store kind
     # is timed at run time
-    nt_tune = bool(nt and not nt_split and tile is not None and _tunable(tile))
+    nt_tune = NT_TUNE and nt and not nt_split
     phases = line_phases(ir, tile) if nt and tile is not None else 1
     staged_cols = staged_cols and nt
     if staged_cols:

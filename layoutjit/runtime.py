@@ -84,7 +84,7 @@ def _overlap(src, dst, in_place_ok):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True)
-def run_serial(fn, src, dst, aux, jobs, in_place_ok, base=0):  # type: ignore[no-untyped-def]
+def run_serial(fn, src, dst, aux, jobs, in_place_ok, base):  # type: ignore[no-untyped-def]
     """Run all jobs on the calling thread; returns 1 if src and dst overlap (nothing written).
 
     ``base`` is added to the job range the kernel sees: a kernel whose store kind is
@@ -98,7 +98,7 @@ def run_serial(fn, src, dst, aux, jobs, in_place_ok, base=0):  # type: ignore[no
 
 
 @nb.njit(cache=True, nogil=True)
-def run_bound(fn, sp, dp, ap, jobs, base=0):  # type: ignore[no-untyped-def]
+def run_bound(fn, sp, dp, ap, jobs, base):  # type: ignore[no-untyped-def]
     """Run all jobs on buffers already validated and checked for overlap (``Kernel.bind``).
 
     Integer arguments only: Numba unboxes them in a few nanoseconds, so a bound
@@ -108,7 +108,7 @@ def run_bound(fn, sp, dp, ap, jobs, base=0):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True, nogil=True, parallel=True)
-def run_parallel(fn, src, dst, aux, jobs, nchunks, in_place_ok, base=0):  # type: ignore[no-untyped-def]
+def run_parallel(fn, src, dst, aux, jobs, nchunks, in_place_ok, base):  # type: ignore[no-untyped-def]
     """Split the jobs into ``nchunks`` contiguous ranges run by Numba's threads."""
     if _overlap(src, dst, in_place_ok):
         return 1
@@ -124,7 +124,7 @@ def run_parallel(fn, src, dst, aux, jobs, nchunks, in_place_ok, base=0):  # type
 
 
 @nb.njit(cache=True, nogil=True, parallel=True)
-def run_parallel_bound(fn, sp, dp, ap, jobs, nchunks, base=0):  # type: ignore[no-untyped-def]
+def run_parallel_bound(fn, sp, dp, ap, jobs, nchunks, base):  # type: ignore[no-untyped-def]
     """:func:`run_parallel` on addresses checked when the kernel was bound."""
     for t in nb.prange(nchunks):
         lo = jobs * t // nchunks

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import statistics
 import threading
+import time
 
 #: Calls timed per store kind (after one untimed call of each), alternating.
 SAMPLES = int(os.environ.get("LAYOUTJIT_NT_TUNE_SAMPLES", 4))
@@ -30,52 +31,59 @@ SAMPLES = int(os.environ.get("LAYOUTJIT_NT_TUNE_SAMPLES", 4))
 class StoreChoice:
     """Per thread count: the calls timed so far, then the store kind kept.
 
-    ``next_call(n)`` gives the job offset for the next call on ``n`` threads (0:
-    plain, ``jobs``: NT) and whether to time it; ``record`` takes that call's time
-    while the choice is open. The choice is made once per kernel and thread count
-    (calls from several Python threads only add samples).
+    A launch asks ``start(n)`` for the job offset of its call on ``n`` threads (0:
+    plain, ``jobs``: NT) and a start time (None: not timed), and hands both to
+    ``finish`` when the call returns. The choice is made once per kernel and thread
+    count (calls from several Python threads only add samples).
     """
 
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
         self._times: dict[int, tuple[list[float], list[float]]] = {}
         self._calls: dict[int, int] = {}
-        self.chosen: dict[int, bool] = {}  # thread count -> NT stores kept
         self.medians: dict[int, tuple[float, float]] = {}  # thread count -> (plain, NT) seconds
         self._lock = threading.Lock()
 
-    def next_call(self, n: int) -> tuple[int, bool]:
-        """(job offset, timed?) for the next call on ``n`` threads (one thread: NT, the
-        plan's rule above ``nt_min_bytes``)."""
+    def kept(self, n: int) -> bool | None:
+        """NT (True) or plain (False) kept for ``n`` threads; None while still timing."""
+        m = self.medians.get(n)
+        return None if m is None else m[1] < m[0]
+
+    def start(self, n: int) -> tuple[int, float | None]:
+        """(job offset, start time or None) for the next call on ``n`` threads (one
+        thread: NT, the plan's rule above ``nt_min_bytes``, never timed)."""
         if n <= 1:
-            return self.jobs, False
-        nt = self.chosen.get(n)
+            return self.jobs, None
+        nt = self.kept(n)
         if nt is not None:
-            return (self.jobs if nt else 0), False
+            return (self.jobs if nt else 0), None
         with self._lock:
             c = self._calls.get(n, 0)
             self._calls[n] = c + 1
-        return (self.jobs if c % 2 else 0), c >= 2
+        return (self.jobs if c % 2 else 0), (time.perf_counter() if c >= 2 else None)
 
-    def record(self, n: int, base: int, seconds: float) -> None:
+    def finish(self, n: int, base: int, t0: float | None) -> None:
+        """Record a timed call (``t0`` from :meth:`start`); choose once both kinds have
+        ``SAMPLES`` times."""
+        if t0 is None:
+            return
+        seconds = time.perf_counter() - t0
         with self._lock:
-            if n in self.chosen:
+            if n in self.medians:
                 return
             plain, nt = self._times.setdefault(n, ([], []))
             (nt if base else plain).append(seconds)
             if len(plain) >= SAMPLES and len(nt) >= SAMPLES:
-                mp, mt = statistics.median(plain), statistics.median(nt)
-                self.medians[n] = (mp, mt)
-                self.chosen[n] = mt < mp
+                self.medians[n] = (statistics.median(plain), statistics.median(nt))
 
     def describe(self) -> str:
-        """What was kept so far, e.g. ``2 threads: non-temporal (0.61 ms; plain 1.02 ms)``."""
-        if not self.chosen:
+        """What was kept so far, e.g. ``2 threads: non-temporal (median NT 0.61 ms, plain 1.02 ms)``."""
+        if not self.medians:
             return f"not chosen yet (each thread count times {SAMPLES} calls of each kind first)"
         parts = []
-        for n in sorted(self.chosen):
+        for n in sorted(self.medians):
             p, t = self.medians[n]
-            kept = "non-temporal" if self.chosen[n] else "plain"
+            kept = "non-temporal" if t < p else "plain"
             parts.append(f"{n} thread{'s' if n > 1 else ''}: {kept} (median NT {t * 1e3:.3g} ms, "
                          f"plain {p * 1e3:.3g} ms)")
         return "; ".join(parts)

@@ -94,31 +94,38 @@ def test_store_kind_is_timed_between_the_thresholds(band, monkeypatch, dims, sta
             y = k(x)
             np.testing.assert_array_equal(y, want)
         if threads > 1 and numba.get_num_threads() > 1:
-            assert threads in k.store_choice.chosen
+            assert k.store_choice.kept(threads) is not None
             assert "stores kept so far: 2 threads:" in k.explain()
-    assert 1 not in k.store_choice.chosen  # one thread: NT, the plan's rule
+    assert k.store_choice.kept(1) is None  # one thread: NT, the plan's rule, never timed
 
 
 def test_store_choice_alternates_then_keeps_the_faster():
+    """Calls alternate plain, NT; the first two are not timed; after SAMPLES timed calls of
+    each kind the faster by median is kept (the call times are made up here)."""
+    import time
+
     from layoutjit.store_choice import SAMPLES, StoreChoice
 
+    def run(c, n, secs):  # one launch that "took" secs(base) seconds
+        base, t0 = c.start(n)
+        if t0 is not None:
+            t0 = time.perf_counter() - secs(base)
+        c.finish(n, base, t0)
+        return base, t0 is not None
+
     c = StoreChoice(jobs=10)
-    assert c.next_call(1) == (10, False)  # one thread: NT, never timed
+    assert c.start(1) == (10, None)  # one thread: NT, never timed
     seen = []
-    while 2 not in c.chosen:
-        base, timed = c.next_call(2)
-        seen.append(base)
-        if timed:
-            c.record(2, base, 1.0 if base else 2.0)  # NT twice as fast
-    assert seen[:4] == [0, 10, 0, 10] and len(seen) == 2 * SAMPLES + 2
-    assert c.chosen[2] and c.next_call(2) == (10, False)
+    while c.kept(2) is None:
+        seen.append(run(c, 2, lambda base: 1.0 if base else 2.0))  # NT twice as fast
+    assert [b for b, _ in seen[:4]] == [0, 10, 0, 10] and len(seen) == 2 * SAMPLES + 2
+    assert [t for _, t in seen[:3]] == [False, False, True]
+    assert c.kept(2) is True and c.start(2) == (10, None)
     assert "2 threads: non-temporal" in c.describe()
     c3 = StoreChoice(jobs=4)
     for _ in range(2 * SAMPLES + 2):
-        base, timed = c3.next_call(3)
-        if timed:
-            c3.record(3, base, 1.0 if base else 0.5)  # plain faster
-    assert c3.chosen == {3: False} and c3.next_call(3) == (0, False)
+        run(c3, 3, lambda base: 1.0 if base else 0.5)  # plain faster
+    assert c3.kept(3) is False and c3.start(3) == (0, None) and c3.kept(2) is None
 
 
 def test_transposes_split_between_their_two_thresholds(monkeypatch):

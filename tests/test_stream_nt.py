@@ -106,16 +106,17 @@ def test_padded_runs_from_a_strided_source(nt_everywhere, c, tag):
 @pytest.mark.parametrize("off", [0, 5])
 def test_narrowing_streams_prefetch_their_source(nt_everywhere, sdt, ddt, prefetched, off):
     """NT conversion streams that read more than they write prefetch the source
-    ``STREAM_PREFETCH_BYTES`` ahead (past the end too: a hint, never a fault); every byte of
+    ``Plan.stream_prefetch`` bytes ahead (past the end too: a hint, never a fault); every byte of
     the destination is exact, with a head peel and a tail, and nothing is written around it."""
     import reference as ref
-    from layoutjit.codegen import STREAM_PREFETCH_BYTES
 
     src, dst = M([3, 40, 7, 13], sdt, "nhwc"), M([3, 40, 7, 13], ddt, "nhwc")
     k = lj.compiler.build(src, dst)
     assert k.plan.tile.kind == "stream" and k.plan.nt, k.plan.describe()
     ssz = src.dtype.size
-    assert (f" + {STREAM_PREFETCH_BYTES // ssz})" in k.source) == prefetched, k.source
+    ahead = k.plan.stream_prefetch
+    assert bool(ahead) == prefetched and (not ahead or "prefetches its source" in k.plan.describe())
+    assert (ahead == 0 or f" + {ahead // ssz})" in k.source) and ("prefetch(" in k.source) == prefetched, k.source
     rng = np.random.default_rng(off)
     x = ref.random_raw(src.get_size() // ssz, sdt, rng)
     want = ref.reorder(x, src, dst, np.zeros(dst.get_size() // dst.dtype.size, dst.dtype.storage))
