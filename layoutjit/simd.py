@@ -65,6 +65,7 @@ lines (and use NT stores) from runs shorter than a line::
 from __future__ import annotations
 
 import functools
+import os
 
 from llvmlite import ir
 from numba import types
@@ -541,19 +542,52 @@ def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, 
 
     # 3. transpose network on the whole array: rotate the index by a = log2(Rp) bits
     a, b = _log2(Rp), _log2(P)
-    if len(regs) >= 2:
-        esize = dsz if converted else ssz
-        plan = (_plan_lanes(a, b, _log2(len(regs[0])), _log2(len(regs)), esize, vbytes)
-                if vbytes < 64 and _cv._is_x86() else None)
-        if plan is not None:
-            regs = _run_plan(builder, regs, plan, esize, a, b)
-        elif a <= b:
-            for _ in range(a):
-                regs = _riffle(builder, regs)
-        else:
-            for _ in range(b):
-                regs = _unriffle(builder, regs)
-    return _Gather(builder, regs), converted
+    esize = dsz if converted else ssz
+    groups = _row_groups(len(regs), len(regs[0]), a, b, vbytes)
+    out: list[_V] = []
+    n = len(regs) // groups
+    for g in range(groups):
+        out += _network(builder, regs[g * n:(g + 1) * n], a - _log2(groups), b, esize, vbytes)
+    return _Gather(builder, out), converted
+
+
+#: With 16 vector registers (AVX2, SSE), a network on more registers than this is split into
+#: independent networks on groups of source rows (see :func:`_row_groups`).
+GROUP_NET_REGS = int(os.environ.get("LAYOUTJIT_GROUP_NET_REGS", 16))
+
+
+def _row_groups(k: int, lanes: int, a: int, b: int, vbytes: int) -> int:
+    """How many independent row groups the network of a tile in k registers runs as.
+
+    A destination row is the concatenation of its pieces from consecutive groups of source
+    rows, so each group can be transposed alone and the destination rows gathered from all
+    of them. With 16 registers (vectors shorter than 64 bytes on x86), one network on 32
+    registers spills most of them. 1 keeps one network (AVX-512 has 32 registers).
+    """
+    if not (vbytes < 64 and _cv._is_x86() and GROUP_NET_REGS) or k <= GROUP_NET_REGS:
+        return 1
+    groups = k // GROUP_NET_REGS
+    while groups > 1 and (groups > (1 << a) or (k // groups) * lanes < (1 << b) * 2):
+        groups //= 2
+    return groups
+
+
+def _network(builder: ir.IRBuilder, regs: list[_V], a: int, b: int, esize: int, vbytes: int
+             ) -> list[_V]:
+    """Transpose a row-major 2**a x 2**b array held in regs (index rotated by a bits)."""
+    if len(regs) < 2:
+        return regs
+    plan = (_plan_lanes(a, b, _log2(len(regs[0])), _log2(len(regs)), esize, vbytes)
+            if vbytes < 64 and _cv._is_x86() else None)
+    if plan is not None:
+        return _run_plan(builder, regs, plan, esize, a, b)
+    if a <= b:
+        for _ in range(a):
+            regs = _riffle(builder, regs)
+    else:
+        for _ in range(b):
+            regs = _unriffle(builder, regs)
+    return regs
 
 
 def _relu(builder: ir.IRBuilder, x: ir.Value, alpha: float) -> ir.Value:
