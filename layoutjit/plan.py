@@ -33,7 +33,7 @@ Passes, in order (each is a function from IR to IR you can call and print):
    ``Plan.nt_split``). Between the two thresholds the kernel carries both store
    kinds and times them on its first calls at each thread count (``Plan.nt_tune``,
    ``store_choice.py``): which wins there depends on what else holds the cache, not
-   on the layouts. Transposes with plain stores into rows 1 KB
+   on the layouts. Transposes with plain stores into 4-byte rows 1 KB
    or more apart read 256 rows per macro tile (``_wide_groups``); misaligned
    destination rows are realigned onto whole lines (``Plan.shifted``: in registers
    with a per-row carry for 2- and 4-byte destinations, ``simd.tile_shift``), or,
@@ -989,9 +989,16 @@ def _wide_groups(ir: LoopIR, tile: TileSpec) -> bool:
     1.2; C=1024, HW=784: 4.3 -> 2.3; C=768: 1.32 -> 1.14; C=256: 1.5 -> 1.4. With NT
     stores (large tensors) 32 rows stay best (2048x4096: 0.91 vs 1.55 for whole rows),
     and rows less than 1 KB apart too (C=96: 1.2 vs 2.0).
+
+    Destinations of 1 or 2 bytes keep one tile of rows (a line of each destination row):
+    their wide groups lost everywhere on Zen 3 (nhwc -> nchw at 1 thread (2 threads), 256
+    rows -> one tile, 1-13 MB: bf16 C=256 2.40-3.11 -> 1.58-1.66 (2.59-2.75 -> 1.39-1.62),
+    C=128 1.94 -> 1.57 (2.04 -> 1.69), s8 2.12-3.36 -> 1.75 (3.54 -> 2.35), f32 -> bf16
+    3.02-3.55 -> 2.25-2.38 (3.40-3.96 -> 2.52-2.63), f32 -> s8 2.22 -> 1.82 (2.25 -> 1.84);
+    nchw -> nhwc bf16 1.49-1.82 -> 1.66-2.10 at 1 thread, 1.86-2.12 -> 1.67-1.69 at 2).
     """
     if (tile.kind != "transpose" or tile.rows_contiguous or tile.c is not None or tile.a2 is not None
-            or tile.b is None):
+            or tile.b is None or ir.operands[0].dtype.size < 4):
         return False
     b = ir.nodes[tile.b]
     return (b.strides[0] or 0) * ir.operands[0].dtype.size >= WIDE_GROUP_STRIDE_BYTES

@@ -165,6 +165,7 @@ WIDE_CASES = [  # dims, src tag, dst tag, dst dtype
     ((2, 300, 5, 7), "nchw", "nhwc", "f32"),     # tail group of 44 rows, tail tile of 12
     ((1, 280, 6, 6), "nchw", "nhwc", "bf16"),    # conversion, rows 560 B apart: not wide
     ((2, 400, 3, 11), "nchw", "nhwc", "s8"),
+    ((1, 600, 4, 5), "nchw", "nhwc", "bf16"),    # rows 1.2 KB apart, 2-byte: one tile of rows
     ((3, 17, 20, 20), "nhwc", "nchw", "f32"),    # rows 1.6 KB apart, 400 rows in groups
     ((1, 33, 300), "abc", "acb", "f32"),
 ]
@@ -176,7 +177,7 @@ def test_wide_groups_are_exact(dims, stag, dtag, ddt):
     p = k.plan
     t = p.tile
     row_bytes = p.ir.nodes[t.b].strides[0] * k.dst_md.dtype.size
-    wide = row_bytes >= plan_mod.WIDE_GROUP_STRIDE_BYTES and not p.nt
+    wide = row_bytes >= plan_mod.WIDE_GROUP_STRIDE_BYTES and not p.nt and k.dst_md.dtype.size >= 4
     a = p.ir.nodes[t.a]
     if wide:
         assert t.M * t.R >= min(plan_mod.WIDE_GROUP_ROWS, a.extent), p.describe()
