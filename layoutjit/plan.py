@@ -164,7 +164,9 @@ READ_STREAMS_BLOCKED = int(os.environ.get("LAYOUTJIT_READ_STREAMS_BLOCKED", 16))
 # (narrowing conversions run before it, widening ones after): half of AVX-512's register
 # file, so that the network does not spill. 32-register networks measured 2-2.5x slower per
 # byte in cache; on 51 MB tensors at 1 thread, 8-bit nchw -> nhwc went from 3.0x copy to
-# 1.0-1.3x, 16-bit nhwc -> nchw from 1.9-2.1x to 1.6x.
+# 1.0-1.3x, 16-bit nhwc -> nchw from 1.9-2.1x to 1.6x. (Those were single networks; with 16
+# registers, simd now splits larger ones into row groups, which run near the speed of the
+# small ones in cache -- but wider tiles measured no gain on those tensors.)
 MAX_TILE_ROWS = int(os.environ.get("LAYOUTJIT_MAX_TILE_ROWS", 64))
 MAX_TILE_SRC_BYTES = 2048
 MAX_TILE_NET_REGS = 16
@@ -643,8 +645,9 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     rows_contig = rows_contig and R == a.extent
     # Source rows a multiple of 4 KB apart share one L1 set, so a row's line does not
     # survive until the next tile reads it: such tiles read more of each line at once,
-    # and their network spills (s8 ab -> ba 8192x8192: 1.5x copy at 1 thread with 2 KB
-    # tiles, 2.1x with 1 KB ones).
+    # (s8 ab -> ba 8192x8192: 1.5x copy at 1 thread with 2 KB tiles, 2.1x with 1 KB ones).
+    # With 16 registers such a network runs as two row groups (simd._row_groups), which
+    # took that case from 2.1 to 1.7 at 1 thread and 2.4 to 1.9 at 2.
     net = MAX_TILE_NET_REGS * (2 if aliased else 1)
     Rp = 1 << (R - 1).bit_length()  # the network works on R and V rounded up to powers of two
     cap = min(max(1, MAX_TILE_SRC_BYTES // (Rp * ssz)), max(1, net * vbytes // (Rp * min(ssz, dsz))))

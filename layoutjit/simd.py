@@ -35,7 +35,9 @@ How it is built (all of it inside one intrinsic, so vectors never cross Numba's 
    log2(16) = 4 stages of 16 two-source shuffles for 16x16 f32 (64 ``vpermt2ps``).  With 32- or
    16-byte vectors on x86 a small search picks one-instruction stages instead (in-lane unpacks,
    64-bit interleaves, 128-bit lane swaps; a cross-lane zip costs two): 16x16 f32 with AVX2 is
-   3 stages of 32 = 96 shuffles, the classic 8x8 network, instead of 256.
+   3 stages of 32 = 96 shuffles, the classic 8x8 network, instead of 256. With 16 registers
+   (vectors shorter than 64 bytes), a block in more than 16 registers is transposed as
+   independent groups of rows (:func:`_row_groups`): one network on all of them spills.
 3. The destination rows are then gathered from the registers (usually a register as it is or
    one half of it; any remaining permutation, e.g. for non-power-of-two R, is one shufflevector
    per output vector) and stored.
