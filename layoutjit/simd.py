@@ -67,7 +67,6 @@ lines (and use NT stores) from runs shorter than a line::
 from __future__ import annotations
 
 import functools
-import os
 
 from llvmlite import ir
 from numba import types
@@ -554,8 +553,10 @@ def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, 
 
 
 #: With 16 vector registers (AVX2, SSE), a network on more registers than this is split into
-#: independent networks on groups of source rows (see :func:`_row_groups`).
-GROUP_NET_REGS = int(os.environ.get("LAYOUTJIT_GROUP_NET_REGS", 16))
+#: independent networks on groups of source rows (see :func:`_row_groups`; 0: never). A
+#: constant, not an environment variable: it changes the machine code of a generated kernel
+#: but not its source, which is the disk cache's key.
+GROUP_NET_REGS = 16
 
 
 def _row_groups(k: int, lanes: int, a: int, b: int, vbytes: int) -> int:
