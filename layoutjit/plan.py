@@ -644,7 +644,7 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         R = min(R, ALIASED_L1_ROWS)
     rows_contig = rows_contig and R == a.extent
     # Source rows a multiple of 4 KB apart share one L1 set, so a row's line does not
-    # survive until the next tile reads it: such tiles read more of each line at once,
+    # survive until the next tile reads it: such tiles read more of each line at once
     # (s8 ab -> ba 8192x8192: 1.5x copy at 1 thread with 2 KB tiles, 2.1x with 1 KB ones).
     # With 16 registers such a network runs as two row groups (simd._row_groups), which
     # took that case from 2.1 to 1.7 at 1 thread and 2.4 to 1.9 at 2.

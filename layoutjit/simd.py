@@ -35,9 +35,9 @@ How it is built (all of it inside one intrinsic, so vectors never cross Numba's 
    log2(16) = 4 stages of 16 two-source shuffles for 16x16 f32 (64 ``vpermt2ps``).  With 32- or
    16-byte vectors on x86 a small search picks one-instruction stages instead (in-lane unpacks,
    64-bit interleaves, 128-bit lane swaps; a cross-lane zip costs two): 16x16 f32 with AVX2 is
-   3 stages of 32 = 96 shuffles, the classic 8x8 network, instead of 256. With 16 registers
-   (vectors shorter than 64 bytes), a block in more than 16 registers is transposed as
-   independent groups of rows (:func:`_row_groups`): one network on all of them spills.
+   3 stages of 32 = 96 shuffles, the classic 8x8 network, instead of 256. With 16 vector
+   registers (no AVX-512), a block in more than 16 registers is transposed as independent
+   groups of rows (:func:`_row_groups`): one network on all of them spills.
 3. The destination rows are then gathered from the registers (usually a register as it is or
    one half of it; any remaining permutation, e.g. for non-power-of-two R, is one shufflevector
    per output vector) and stored.
@@ -544,7 +544,7 @@ def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, 
     # 3. transpose network on the whole array: rotate the index by a = log2(Rp) bits
     a, b = _log2(Rp), _log2(P)
     esize = dsz if converted else ssz
-    groups = _row_groups(len(regs), len(regs[0]), a, b, vbytes)
+    groups = _row_groups(len(regs), len(regs[0]), a, b)
     out: list[_V] = []
     n = len(regs) // groups
     for g in range(groups):
@@ -559,15 +559,18 @@ def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, 
 GROUP_NET_REGS = 16
 
 
-def _row_groups(k: int, lanes: int, a: int, b: int, vbytes: int) -> int:
+def _row_groups(k: int, lanes: int, a: int, b: int) -> int:
     """How many independent row groups the network of a tile in k registers runs as.
 
     A destination row is the concatenation of its pieces from consecutive groups of source
     rows, so each group can be transposed alone and the destination rows gathered from all
-    of them. With 16 registers (vectors shorter than 64 bytes on x86), one network on 32
-    registers spills most of them. 1 keeps one network (AVX-512 has 32 registers).
+    of them. With 16 vector registers (x86 without AVX-512), one network on 32 registers
+    spills most of them. 1 keeps one network: AVX-512 has 32 registers, and there a 64-byte
+    destination vector of s8 would span two groups (the grouped 64x32 s8 tile, compiled for
+    Skylake-AVX512, had 4.5x the stack references of the single network).
     """
-    if not (vbytes < 64 and _cv._is_x86() and GROUP_NET_REGS) or k <= GROUP_NET_REGS:
+    if (not GROUP_NET_REGS or k <= GROUP_NET_REGS or not _cv._is_x86()
+            or "avx512f" in _cv.target_features()):
         return 1
     groups = k // GROUP_NET_REGS
     while groups > 1 and (groups > (1 << a) or (k // groups) * lanes < (1 << b) * 2):

@@ -286,13 +286,14 @@ def test_asm_16x16_f32():
     assert len(re.findall(r"\bvmovnt\w+\s+%zmm", nt)) == 16
 
 
-@pytest.mark.skipif(simd.HOST_VECTOR_BYTES < 32, reason="needs AVX2+")
+@pytest.mark.skipif(simd.HOST_VECTOR_BYTES != 32, reason="an AVX2 host (16 vector registers)")
 def test_wide_networks_run_as_row_groups(monkeypatch):
     """With 16 registers, a 32-register network runs as two independent row groups: LLVM
     then spills far less (in cache, s8 64x16 tiles went from 20 to 50 GB/s on Zen 3)."""
-    assert simd._row_groups(32, 32, 6, 4, 32) == 2      # s8 64x16: two 32x16 groups
-    assert simd._row_groups(16, 32, 6, 3, 32) == 1      # s8 64x8 fits
-    assert simd._row_groups(32, 16, 4, 4, 64) == 1      # AVX-512: one network
+    assert simd._row_groups(32, 32, 6, 4) == 2          # s8 64x16: two 32x16 groups
+    assert simd._row_groups(16, 32, 6, 3) == 1          # s8 64x8 fits
+    assert simd._row_groups(64, 8, 4, 5) == 4           # f32 16x32: four 4x32 groups
+    assert simd._row_groups(64, 32, 1, 11) == 1         # never fewer than 2 rows a group
 
     def stack_refs(groups_on: bool) -> int:
         monkeypatch.setattr(simd, "GROUP_NET_REGS", 16 if groups_on else 0)
