@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .ir import LoopIR, Node, Operand
-from .plan import Plan, TileSpec, cols_table, shift_rows, src_rows, tile_rows
+from .plan import Plan, TileSpec, cols_table, outer_nodes, shift_rows, src_rows, tile_rows
 from .simd import tile_shift_supported
 
 CODEGEN_VERSION = "1"
@@ -477,7 +477,7 @@ class KernelWriter:
         t = self.plan.tile
         assert t is not None and t.b is not None
         A, B = self.ir.nodes[t.a], self.ir.nodes[t.b]
-        outer = [i for i in range(len(self.ir.nodes)) if i not in t.nodes]
+        outer = outer_nodes(self.ir, t)
         return t, A, B, outer, -(-B.extent // t.V), B.extent // t.V, B.extent % t.V
 
     def _tile_call(self, depth: int, rows: int, cols: int, a: str, target: str, stage_at: str,

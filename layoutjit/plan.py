@@ -622,7 +622,7 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
             return ir, None, notes
     if a.dim is not None and a.dim == b.dim and ir.dims[a.dim].guarded:
         return ir, None, notes
-    aliased = (a.strides[1] * ssz) % 4096 == 0
+    aliased = _rows_share_l1_set(a.strides[1] * ssz)
     # Source rows a multiple of 4 KB apart share one L1 set (8 ways). Where the output stays
     # in cache (plain stores) and a vector is shorter than a line, tiles take at most 8 such
     # rows and a whole line of each, so a line is read whole before it is evicted -- when 8
@@ -923,7 +923,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         panel = _panel_possible(ir, tile) and not _shift_better(ir, tile)
         if panel or _shift_possible(ir, tile):
             assert tile.b is not None
-            outer = _outer_nodes(ir, tile)
+            outer = outer_nodes(ir, tile)
             n_outer = math.prod(ir.nodes[i].extent for i in outer)
             nbb = -(-ir.nodes[tile.b].extent // tile.V)
             pf = bool(PREFETCH_ROWS and (panel_prefetch(ir, tile) if panel else shift_prefetch(ir, tile)))
@@ -967,12 +967,22 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
 
 def _job_nodes(ir: LoopIR, tile: TileSpec, parallel: int) -> frozenset[int]:
     """The nodes flattened into the job range (their offsets are known per job)."""
-    return frozenset(_outer_nodes(ir, tile)[:parallel])
+    return frozenset(outer_nodes(ir, tile)[:parallel])
 
 
-def _outer_nodes(ir: LoopIR, tile: TileSpec) -> list[int]:
+def outer_nodes(ir: LoopIR, tile: TileSpec) -> list[int]:
     """The nodes outside the tile, outermost first (the loops that run the macro tiles)."""
     return [i for i in range(len(ir.nodes)) if i not in tile.nodes]
+
+
+#: Addresses this far apart (a multiple of it) map to one L1 set (32 KiB, 8 ways).
+L1_SET_PERIOD = 4096
+
+
+def _rows_share_l1_set(row_bytes: int) -> bool:
+    """Whether source rows ``row_bytes`` apart all land in one L1 set: each tile then reads
+    its rows' lines from L2 or beyond (see ``_transpose`` and ``_whole_runs``)."""
+    return row_bytes % L1_SET_PERIOD == 0
 
 
 #: Transposes with plain stores into destination rows at least this far apart...
@@ -1177,8 +1187,8 @@ def _whole_runs(ir: LoopIR, tile: TileSpec, vbytes: int) -> bool:
             or b.strides[0] != a.extent or tile.M * tile.R * WHOLE_RUN_MIN_PARTS > a.extent):
         return False
     row = a.strides[1] * ssz  # bytes between source rows
-    outer = math.prod(ir.nodes[i].extent for i in _outer_nodes(ir, tile))
-    return (b.extent * ssz >= WHOLE_RUN_MIN_ROW and row % 4096 != 0
+    outer = math.prod(ir.nodes[i].extent for i in outer_nodes(ir, tile))
+    return (b.extent * ssz >= WHOLE_RUN_MIN_ROW and not _rows_share_l1_set(row)
             and a.extent * row <= WHOLE_RUN_MAX_SPAN and outer >= WHOLE_RUN_MIN_JOBS)
 
 
@@ -1323,7 +1333,7 @@ def panel_prefetch(ir: LoopIR, tile: TileSpec) -> bool:
     assert tile.b is not None
     b = ir.nodes[tile.b]
     line = max(1, 64 // ir.operands[1].dtype.size)
-    return bool(_outer_nodes(ir, tile)) and _rows_follow(ir.nodes[tile.a], b) and b.extent > max(tile.V, line)
+    return bool(outer_nodes(ir, tile)) and _rows_follow(ir.nodes[tile.a], b) and b.extent > max(tile.V, line)
 
 
 #: A shifted transpose that prefetches (shift_prefetch) beats the panel plan from this many
