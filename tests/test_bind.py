@@ -127,3 +127,35 @@ def test_thread_count_follows_numba_in_every_thread():
         th.join()
     for mine, numbas, want in seen:
         assert mine == numbas and (want is None or mine == want)
+
+
+def test_first_bound_parallel_call_loads_one_driver():
+    """A bound kernel's first call on two threads runs (and so loads from the disk cache,
+    7-10 ms) only the bound parallel driver, not also the checked one; its result is exact.
+    A fresh process: in this one other tests have called both drivers already."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    code = textwrap.dedent("""
+        import numba, numpy as np
+        import layoutjit as lj
+        from layoutjit import runtime
+        s = lj.MemoryDesc([64, 40, 30, 20], "f32", "nchw")
+        k = lj.compile_reorder(s, lj.MemoryDesc([64, 40, 30, 20], "f32", "nhwc"))
+        x = np.arange(64 * 40 * 30 * 20, dtype=np.float32)
+        b = k.bind(x)
+        numba.set_num_threads(2)
+        b()
+        want = x.reshape(64, 40, 30, 20).transpose(0, 2, 3, 1).ravel()
+        print(int(np.array_equal(b.dst, want)), len(runtime.run_parallel.signatures),
+              len(runtime.run_parallel_bound.signatures), k._jobs > 1, k._serial)
+    """)
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, NUMBA_NUM_THREADS="2", PYTHONPATH=str(root))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                       env=env, cwd=str(root))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "0", "1", "True", "False"]
