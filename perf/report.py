@@ -259,7 +259,7 @@ def summary_text(summary: dict, peers: dict) -> str:
         per: dict[str, int] = {}
         for o in summary["slow_peers"]:
             per[o["peer"]] = per.get(o["peer"], 0) + 1
-        lines.append(f"slow peers (first call over {SLOW_RATIO:g}x the copy; timed in {SLOW_ROUNDS} "
+        lines.append(f"slow peers (first two calls over {SLOW_RATIO:g}x the copy; timed in {SLOW_ROUNDS} "
                      "rounds): " + ", ".join(
             f"{p} x{k}" for p, k in sorted(per.items())))
     if summary.get("over_threads"):
