@@ -26,8 +26,8 @@ Passes, in order (each is a function from IR to IR you can call and print):
 5. ``choose_parallel`` -- the outermost loops (the tile's macro loop included)
    are flattened into one job range split between threads; small problems run
    serially in one call.
-6. Stores: non-temporal above half the LLC when one thread runs every job
-   (``nt_min_bytes``), and above a threshold per micro-kernel kind when the jobs
+6. Stores: non-temporal above half the LLC (a third for register transposes) when one
+   thread runs every job (``nt_min_bytes``), and above a threshold per micro-kernel kind when the jobs
    are split between threads (``nt_split_min_bytes``: 3/4 of the LLC for register
    transposes, the LLC for packed runs; the kernel reads its job range,
    ``Plan.nt_split``). Between the two thresholds the kernel carries both store
@@ -106,6 +106,12 @@ NT_SPLIT_MIN_BYTES = (int(os.environ["LAYOUTJIT_NT_SPLIT_MIN_BYTES"])
                       if os.environ.get("LAYOUTJIT_NT_SPLIT_MIN_BYTES") else None)
 
 
+#: Register transposes run by one thread take NT stores from this much traffic, a third
+#: of the LLC (0: from ``NT_MIN_BYTES`` like every kind); split between threads they keep
+#: plain stores up to ``NT_MIN_BYTES`` (then as every kind: timed, ``Plan.nt_tune``).
+NT_MIN_TRANSPOSE_BYTES = int(os.environ.get("LAYOUTJIT_NT_MIN_TRANSPOSE_BYTES", llc_bytes() // 3))
+
+
 def nt_min_bytes(tile: TileSpec) -> int:
     """The NT threshold when one thread runs every job (the base threshold, every kind).
 
@@ -113,7 +119,23 @@ def nt_min_bytes(tile: TileSpec) -> int:
     transposes too (oihw -> OIhw16i16o 1.47x copy -> 1.29x, oihw -> OIhw4i16o4i 1.90x ->
     1.34x, f32 -> s8 6.0x -> 3.7x) and for runs packed into lines (nhwc -> nChw16c,
     C=100, 21 MB: plain 1.95x, NT 1.14x).
+
+    Register transposes switch at a third of the LLC (``NT_MIN_TRANSPOSE_BYTES``), wide
+    groups included; their split jobs keep plain stores below the base threshold. On a
+    Zen 3 host (32 MiB L3 shared with other tenants), 10-14 MB of traffic, plain -> NT at
+    1 thread, ratio to copy: in one process, the two plans timed alternately with a copy
+    (medians of 9), nhwc -> nchw 16x128x28x28 1.61 -> 0.73, 4x960x20x20 1.74 -> 0.89, nchw
+    -> nhwc 2x256x56x56 1.61 -> 1.02, nChw16c -> nchw 16x17x56x56 1.21 -> 0.90 (at 2
+    threads, plain in both, the NT plans' tiles: 0.94 -> 0.88, 1.13 -> 1.09, 1.22 -> 1.17,
+    1.09 -> 1.19); oihw -> OIhw4i16o4i f32 -> s8 512x512x3x3 1.74 -> 1.18 (it ran at
+    0.84-1.05x oneDNN's time), oihw -> OIhw16i16o f32 -> s8 1.11 -> 0.76. In the harness,
+    nine such pairs, 1 thread: geomean 1.42 -> 0.82. Below about a third NT lost there
+    (3.2 MB 2.5 -> 15x, 4.7-6.4 MB 1.3-1.4 -> 1.8-3.0). Timing the store kind at 2
+    threads in this band picked NT where plain was faster in the harness (nchw ->
+    nChw16c C=17: plain 0.9-1.2, timed 1.6-1.8).
     """
+    if tile.kind == "transpose" and NT_MIN_TRANSPOSE_BYTES:
+        return min(NT_MIN_BYTES, NT_MIN_TRANSPOSE_BYTES)
     return NT_MIN_BYTES
 
 
@@ -887,8 +909,12 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     if tile is not None and (static_nt or job_align):
         # one store rule for transposes that take wide macro tiles when their stores are
         # plain, and for local permutations (both sides contiguous per tile: streaming)
-        one_rule = _wide_groups(ir, tile) or _block_local(ir, tile)
-        nt = moved >= (one_rule_min_bytes() if one_rule else nt_min_bytes(tile))
+        if _block_local(ir, tile):
+            nt = moved >= one_rule_min_bytes()
+        elif _wide_groups(ir, tile):
+            nt = moved >= min(one_rule_min_bytes(), nt_min_bytes(tile))
+        else:
+            nt = moved >= nt_min_bytes(tile)
     half = bool(nt and tile is not None and HALF_LINE_TILES and _half_line_tiles(ir, tile))
     if half:
         assert tile is not None
@@ -950,8 +976,9 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     job_align = job_align and nt
     nt_split = not nt or tile is None or moved >= nt_split_min_bytes(tile)
     # between the NT thresholds at one thread and split between threads, the store kind
-    # is timed at run time
-    nt_tune = NT_TUNE and nt and not nt_split
+    # is timed at run time -- from the base threshold: below it (register transposes from
+    # NT_MIN_TRANSPOSE_BYTES) split jobs keep plain stores, which the timing misjudged there
+    nt_tune = NT_TUNE and nt and not nt_split and moved >= NT_MIN_BYTES
     phases = line_phases(ir, tile) if nt and tile is not None else 1
     staged_cols = staged_cols and nt
     if staged_cols:
