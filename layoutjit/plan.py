@@ -26,12 +26,12 @@ Passes, in order (each is a function from IR to IR you can call and print):
 5. ``choose_parallel`` -- the outermost loops (the tile's macro loop included)
    are flattened into one job range split between threads; small problems run
    serially in one call.
-6. Stores: non-temporal above half the LLC (a third for register transposes) when one
-   thread runs every job (``nt_min_bytes``), and above a threshold per micro-kernel kind when the jobs
-   are split between threads (``nt_split_min_bytes``: 3/4 of the LLC for register
-   transposes, the LLC for packed runs; the kernel reads its job range,
-   ``Plan.nt_split``). Between the two thresholds the kernel carries both store
-   kinds and times them on its first calls at each thread count (``Plan.nt_tune``,
+6. Stores: non-temporal above half the LLC (a third for register transposes) when
+   one thread runs every job (``nt_min_bytes``), and above a threshold per micro-kernel
+   kind when the jobs are split between threads (``nt_split_min_bytes``: 3/4 of the LLC
+   for register transposes, the LLC for packed runs; the kernel reads its job range,
+   ``Plan.nt_split``). From half the LLC to the split threshold the kernel carries both
+   store kinds and times them on its first calls at each thread count (``Plan.nt_tune``,
    ``store_choice.py``): which wins there depends on what else holds the cache, not
    on the layouts. Transposes with plain stores into 4-byte rows 1 KB
    or more apart read 256 rows per macro tile (``_wide_groups``); misaligned
