@@ -242,16 +242,13 @@ def _run_parallel(addr: int, s8: np.ndarray, d8: np.ndarray, aux: np.ndarray, jo
     """Split the jobs between n threads (``bound``: the buffers' addresses, checked at
     bind time: no array arguments, no overlap test; ``base``: see ``runtime.run_serial``)."""
     mode = _par_mode
-    if mode == _PAR_FREE:
-        if bound is not None:
-            run_parallel_bound(addr, *bound, jobs, n, base)
-            return 0
-        return run_parallel(addr, s8, d8, aux, jobs, n, in_place_ok, base)
     if mode == _PAR_SERIAL:
         return run_serial(addr, s8, d8, aux, jobs, in_place_ok, base)
-    lock = _par_lock
-    if not lock.acquire(blocking=False):
-        return run_serial(addr, s8, d8, aux, jobs, in_place_ok, base)
+    lock = None
+    if mode != _PAR_FREE:  # one launch at a time while the layer is unknown or not thread-safe
+        lock = _par_lock
+        if not lock.acquire(blocking=False):
+            return run_serial(addr, s8, d8, aux, jobs, in_place_ok, base)
     try:
         # a bound call keeps to the bound driver: the first 2-thread call then loads one
         # parallel driver from the disk cache, not two (7-10 ms each)
@@ -261,7 +258,8 @@ def _run_parallel(addr: int, s8: np.ndarray, d8: np.ndarray, aux: np.ndarray, jo
         else:
             rc = run_parallel(addr, s8, d8, aux, jobs, n, in_place_ok, base)
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
     if mode == _PAR_UNKNOWN:
         _learn_threading_layer()
     return rc
