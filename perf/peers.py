@@ -263,7 +263,7 @@ def numpy_reorder(src_md: Any, dst_md: Any, src: np.ndarray, dst: np.ndarray,
                 np.copyto(dv, scratch, casting="unsafe")
             steps.append(step)
         else:
-            raise RuntimeError(f"numpy peer: no conversion rule {sdt} -> {ddt}")
+            steps.append(_np_convert_step(sv, dv, b, sdt, ddt, bf16))
     for p in pads:
         steps.append(lambda p=p: p.fill(0))
 
@@ -275,6 +275,50 @@ def numpy_reorder(src_md: Any, dst_md: Any, src: np.ndarray, dst: np.ndarray,
                 s()
     return Prepared(fn, {"boxes": L.describe(boxes), "n_boxes": len(boxes),
                          "n_pad_boxes": len(pads)})
+
+
+_NP_VALUE = {"f32": np.float32, "f16": np.float16, "s8": np.int8, "u8": np.uint8,
+             "s32": np.int32}
+_NP_INT_RANGE = {"s8": (-128, 127), "u8": (0, 255), "s32": (-(1 << 31), (1 << 31) - 1)}
+
+
+def _np_value_dtype(name: str, bf16: Any) -> np.dtype:
+    """The numpy dtype that holds ``name``'s values (bf16 needs ml_dtypes)."""
+    if name == "bf16":
+        if bf16 is None:
+            raise RuntimeError("numpy peer: bf16 needs ml_dtypes")
+        return np.dtype(bf16)
+    if name not in _NP_VALUE:
+        raise RuntimeError(f"numpy peer: no conversion rule for {name}")
+    return np.dtype(_NP_VALUE[name])
+
+
+def _np_convert_step(sv: np.ndarray, dv: np.ndarray, b: Any, sdt: str, ddt: str,
+                     bf16: Any) -> Callable[[], None]:
+    """Any other conversion, with oneDNN's rules: floats round to nearest even, integer
+    destinations saturate. It converts in source order into a scratch array, then
+    copies that into the destination's order (like the f32 -> bf16 step)."""
+    s_val = sv.view(_np_value_dtype(sdt, bf16))
+    d_val = dv.view(_np_value_dtype(ddt, bf16))
+    if ddt in _NP_INT_RANGE:
+        lo, hi = _NP_INT_RANGE[ddt]
+        wide = np.float64 if sdt not in _NP_INT_RANGE else np.int64
+        scratch = _np_scratch(b.shape, b.strides[0], wide)
+
+        def step() -> None:
+            if wide is np.float64:
+                np.rint(s_val, out=scratch)
+            else:
+                np.copyto(scratch, s_val)
+            np.clip(scratch, lo, hi, out=scratch)
+            np.copyto(d_val, scratch, casting="unsafe")
+        return step
+    scratch = _np_scratch(b.shape, b.strides[0], d_val.dtype)
+
+    def step_float() -> None:
+        np.copyto(scratch, s_val, casting="unsafe")  # one rounding, to nearest even
+        np.copyto(d_val, scratch)
+    return step_float
 
 
 def _np_scratch(shape: tuple[int, ...], src_strides: tuple[int, ...], dtype: Any) -> np.ndarray:

@@ -47,14 +47,29 @@ def elem_offset(md, pos) -> int:
     return off + sum(i * s for i, s in zip(p, md.strides))
 
 
-def convert(x: np.ndarray, dt: str) -> np.ndarray:
-    if dt == "f32":
-        return x.astype(np.float32)
+def values(x: np.ndarray, dt: str) -> np.ndarray:
+    """Storage -> float64 values (every type here fits in a double exactly)."""
     if dt == "bf16":
-        return x.astype(BF16).view(np.uint16)
-    if dt == "s8":
-        return np.clip(np.rint(x), -128, 127).astype(np.int8)
-    raise AssertionError(dt)
+        return x.view(BF16).astype(np.float64)
+    if dt == "f16":
+        return x.view(np.float16).astype(np.float64)
+    return x.astype(np.float64)
+
+
+INT_RANGE = {"s8": (-128, 127, np.int8), "u8": (0, 255, np.uint8),
+             "s32": (-(1 << 31), (1 << 31) - 1, np.int32)}
+
+
+def convert(x: np.ndarray, sdt: str, dt: str) -> np.ndarray:
+    v = values(x, sdt)
+    if dt == "f32":
+        return v.astype(np.float32)
+    if dt == "bf16":
+        return v.astype(BF16).view(np.uint16)
+    if dt == "f16":
+        return v.astype(np.float16).view(np.uint16)
+    lo, hi, nt = INT_RANGE[dt]
+    return np.clip(np.rint(v), lo, hi).astype(nt)
 
 
 def reference_reorder(src_md, dst_md, src: np.ndarray) -> np.ndarray:
@@ -64,7 +79,7 @@ def reference_reorder(src_md, dst_md, src: np.ndarray) -> np.ndarray:
     so = np.array([elem_offset(src_md, i) for i in idx], dtype=np.int64)
     do = np.array([elem_offset(dst_md, i) for i in idx], dtype=np.int64)
     assert len(set(do.tolist())) == len(do)
-    dst[do] = convert(src[so], str(dst_md.dtype))
+    dst[do] = convert(src[so], str(src_md.dtype), str(dst_md.dtype))
     return dst
 
 
@@ -80,13 +95,22 @@ PAIRS = [((2, 17, 5, 3), "nchw", "nChw16c", "f32", "f32"),
          ((2, 3, 7), "ncw", "nwc", "f32", "f32"),
          ((2, 17, 5, 3), "nchw", "nChw8c", "f32", "bf16"),
          ((2, 33, 3, 3), "nhwc", "nChw16c", "f32", "s8"),
-         ((2, 8, 3, 3), "nhwc", "nhwc", "f32", "s8")]
+         ((2, 8, 3, 3), "nhwc", "nhwc", "f32", "s8"),
+         # the general conversion rule: floats round once to nearest even, integers saturate
+         ((2, 19, 3, 2), "nChw16c", "nchw", "s8", "f32"),
+         ((2, 19, 3, 2), "nchw", "nhwc", "u8", "f32"),
+         ((2, 19, 3, 2), "nchw", "nhwc", "f32", "f16"),
+         ((2, 19, 3, 2), "nChw16c", "nhwc", "f16", "f32"),
+         ((2, 19, 3, 2), "nchw", "nChw16c", "bf16", "s8"),
+         ((2, 19, 3, 2), "nchw", "nhwc", "s8", "u8"),
+         ((2, 19, 3, 2), "nchw", "nhwc", "f32", "s32"),
+         ((2, 19, 3, 2), "nchw", "nhwc", "s32", "f32")]
 
 
 @pytest.mark.parametrize("dims,st,dt,sdt,ddt", PAIRS + [
     (c.dims, c.src_tag, c.dst_tag, c.src_dtype, c.dst_dtype) for c in C.SMOKE_CASES])
 def test_numpy_peer_matches_elementwise_reference(dims, st, dt, sdt, ddt):
-    if ddt == "bf16" and BF16 is None:
+    if "bf16" in (sdt, ddt) and BF16 is None:
         pytest.skip("ml_dtypes not installed")
     smd = lj.MemoryDesc(list(dims), sdt, st)
     dmd = lj.MemoryDesc(list(dims), ddt, dt)
