@@ -387,8 +387,31 @@ class TorchPeer(Peer):
                     si.copy_(sf)
                     dv.copy_(si)
                 steps.append(step)
+            elif ddt in _NP_INT_RANGE:
+                # any other source into an integer: round (floats) and saturate in a wide
+                # type first; torch's own float -> int casts truncate and wrap
+                lo, hi = _NP_INT_RANGE[ddt]
+                from_int = sdt in _NP_INT_RANGE
+                wide = torch.empty_strided(b.shape, src_order,
+                                           dtype=torch.int64 if from_int else torch.float64)
+                si = torch.empty_strided(b.shape, src_order, dtype=self._dt[ddt])
+
+                def step(dv=dv, sv=sv, wide=wide, si=si, lo=lo, hi=hi, from_int=from_int):
+                    wide.copy_(sv)
+                    if not from_int:
+                        torch.round(wide, out=wide)  # half to even
+                    wide.clamp_(lo, hi)
+                    si.copy_(wide)
+                    dv.copy_(si)
+                steps.append(step)
             else:
-                raise RuntimeError(f"torch peer: no conversion rule {sdt} -> {ddt}")
+                # into a float type: one rounding to nearest even, in source order
+                scratch = torch.empty_strided(b.shape, src_order, dtype=self._dt[ddt])
+
+                def step(dv=dv, sv=sv, scratch=scratch):
+                    scratch.copy_(sv)
+                    dv.copy_(scratch)
+                steps.append(step)
         for b in L.padding_boxes(job.dst_md):
             pv = torch.as_strided(td, b.shape, b.strides[0], b.offsets[0])
             steps.append(lambda pv=pv: pv.zero_())

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from perf import cases as C  # noqa: E402
 from perf import layout as L  # noqa: E402
 from perf.buffers import aligned_empty, compare_outputs  # noqa: E402
-from perf.peers import numpy_reorder  # noqa: E402
+from perf.peers import Job, TorchPeer, numpy_reorder  # noqa: E402
 from perf.runner import make_source  # noqa: E402
 
 try:
@@ -118,6 +118,23 @@ def test_numpy_peer_matches_elementwise_reference(dims, st, dt, sdt, ddt):
     dst = aligned_empty(dmd.get_size(), dmd.dtype.storage)
     dst.view(np.uint8).fill(0xA5)  # garbage: padding must be zeroed by the peer
     numpy_reorder(smd, dmd, src, dst, bf16=BF16).fn()
+    ref = reference_reorder(smd, dmd, src)
+    assert compare_outputs(ref, dst, ddt)["status"] == "exact"
+
+
+@pytest.mark.parametrize("dims,st,dt,sdt,ddt", PAIRS)
+def test_torch_peer_matches_elementwise_reference(dims, st, dt, sdt, ddt):
+    peer = TorchPeer()
+    if not peer.available:
+        pytest.skip("torch not installed")
+    if "bf16" in (sdt, ddt) and BF16 is None:
+        pytest.skip("ml_dtypes not installed")
+    smd = lj.MemoryDesc(list(dims), sdt, st)
+    dmd = lj.MemoryDesc(list(dims), ddt, dt)
+    src = make_source(smd, seed=7)
+    dst = aligned_empty(dmd.get_size(), dmd.dtype.storage)
+    dst.view(np.uint8).fill(0xA5)  # garbage: padding must be zeroed by the peer
+    peer.prepare(Job(None, smd, dmd, src, dst, 1)).fn()
     ref = reference_reorder(smd, dmd, src)
     assert compare_outputs(ref, dst, ddt)["status"] == "exact"
 
