@@ -558,6 +558,9 @@ class KernelWriter:
         def fill(dep: int, target: str) -> None:
             self._block_cases(dep, nfull, btail, lambda d2, cols: tiles(d2, cols, target))
 
+        if self.plan.panel_blocks > 1:
+            self._render_wide_panel(depth, line)
+            return
         w.put(depth, "dbase = dst.ctypes.data")
         w.put(depth, f"aligned = dbase % {dsz} == 0")
         w.put(depth, f"de = dbase // {dsz}")
@@ -581,6 +584,84 @@ class KernelWriter:
         count = f"min({t.V}, {B.extent} - j) * {A.extent}" if btail else str(t.V * A.extent)
         w.put(d, f"n = {count}")
         w.put(d, f"start = do + j * {A.extent}")
+        w.put(d, f"h = min((-(de + start)) & {q - 1}, n)")
+        w.put(d, "for x in range(h):")
+        w.put(d + 1, f"dst[{_ix('start + x')}] = stage[{_ix('x')}]")
+        w.put(d, "p = h")
+        w.put(d, f"while p + {q} <= n:")
+        w.put(d + 1, f"{line}(stage, p, 0, dst, start + p)")
+        w.put(d + 1, f"p += {q}")
+        w.put(d, "for x in range(p, n):")
+        w.put(d + 1, f"dst[{_ix('start + x')}] = stage[{_ix('x')}]")
+        w.put(depth, "if aligned:")
+        w.put(depth + 1, "sfence()")
+        self.uses_nt = True
+
+    def _render_wide_panel(self, depth: int, line: str) -> None:
+        """A panel plan whose jobs stage ``panel_blocks`` blocks of V destination rows
+        (``plan.wide_panel``): for each strip of R source rows, the tiles of every block,
+        so the source rows are read in order; then the stage as whole lines."""
+        w = self.w
+        t, A, B, outer, nbb, nfull, btail = self._staged_nodes()
+        dsz = self.ops[0].dtype.size
+        q = max(1, 64 // dsz)
+        pb = self.plan.panel_blocks
+        npan = -(-nbb // pb)
+        ncols = pb * t.V
+
+        pf = ""
+        if self.plan.prefetch:
+            # whole outer blocks per job: every tile call prefetches its share of the next
+            # outer index's source block (panel_prefetch), in order
+            ssz = self.ops[1].dtype.size
+            calls = -(-A.extent // t.R) * pb
+            share = min(16384, max(64, -(-A.extent * B.extent * ssz // calls // 64) * 64))
+            pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
+            pf_step = share // ssz
+            pf_next = self.ir.nodes[outer[-1]].strides[1]
+
+        def strip(dep: int, rows: int, a: str, target: str) -> None:
+            """Tiles of ``rows`` source rows from row ``a``, for every block of this job."""
+            w.put(dep, f"for j in range(j0, j0 + nc, {t.V}):")
+            at = f"(j - j0) * {A.extent} + {a}"
+            if pf and target == "stage":
+                w.put(dep + 1, f"{pf}(src, pfo)")
+                w.put(dep + 1, f"pfo += {pf_step}")
+            if btail:
+                w.put(dep + 1, f"if j < {nfull * t.V}:")
+                self._tile_call(dep + 2, rows, t.V, a, target, at, A.extent)
+                w.put(dep + 1, "else:")
+                self._tile_call(dep + 2, rows, btail, a, target, at, A.extent)
+            else:
+                self._tile_call(dep + 1, rows, t.V, a, target, at, A.extent)
+
+        def fill(dep: int, target: str) -> None:
+            nfr = A.extent // t.R
+            if nfr:
+                w.put(dep, f"for a0 in range(0, {nfr * t.R}, {t.R}):")
+                strip(dep + 1, t.R, "a0", target)
+            if A.extent % t.R:
+                strip(dep, A.extent % t.R, str(nfr * t.R), target)
+
+        w.put(depth, "dbase = dst.ctypes.data")
+        w.put(depth, f"aligned = dbase % {dsz} == 0")
+        w.put(depth, f"de = dbase // {dsz}")
+        w.put(depth, f"stage = np.empty({ncols * A.extent}, np.{numba_type(self.ops[0].dtype)})")
+        w.put(depth, "for it in range(lo, hi):")
+        d = depth + 1
+        w.put(d, f"o = it // {npan}")
+        w.put(d, f"pj = it - o * {npan}")
+        self._outer_offsets(d, outer)
+        w.put(d, f"j0 = pj * {ncols}")
+        w.put(d, f"nc = min({ncols}, {B.extent} - j0)")
+        w.put(d, "if not aligned:")
+        fill(d + 1, "dst")
+        w.put(d + 1, "continue")
+        if pf:
+            w.put(d, f"pfo = so + {pf_next}")
+        fill(d, "stage")
+        w.put(d, f"n = nc * {A.extent}")
+        w.put(d, f"start = do + j0 * {A.extent}")
         w.put(d, f"h = min((-(de + start)) & {q - 1}, n)")
         w.put(d, "for x in range(h):")
         w.put(d + 1, f"dst[{_ix('start + x')}] = stage[{_ix('x')}]")

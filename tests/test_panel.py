@@ -20,6 +20,17 @@ import reference as ref
 
 M = lj.MemoryDesc
 NT_MIN_BYTES = plan_mod.NT_MIN_BYTES  # the threshold as configured, before the fixture patches it
+WIDE_BYTES = plan_mod.PANEL_WIDE_BYTES  # likewise for wide panels
+
+
+@pytest.fixture(autouse=True, scope="module")
+def narrow_panels():
+    """One block of V rows per panel job unless a test asks for wide panels
+    (``plan.wide_panel``, which the planner takes with 32-byte vectors only)."""
+    mp = pytest.MonkeyPatch()
+    mp.setattr(plan_mod, "PANEL_WIDE_BYTES", 0)
+    yield
+    mp.undo()
 
 
 CASES = [
@@ -32,11 +43,27 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
-def test_panel_transpose_is_exact(nt_everywhere, dims, stag, dtag, sdt, ddt):
+#: Wide panels of at most this many bytes (0: narrow): whole images, or several panels per image.
+WIDE = [0, 256 * 1024, 4000]
+
+
+@pytest.mark.parametrize("wide", WIDE)
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES + [
+    ((2, 1024, 5, 5), "nhwc", "nchw", "f32", "f32"),  # rows 4 KB apart: 8x16 tiles when wide
+])
+def test_panel_transpose_is_exact(nt_everywhere, monkeypatch, wide, dims, stag, dtag, sdt, ddt):
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
-    k = lj.compile_reorder(s, d)
+    monkeypatch.setattr(plan_mod, "PANEL_WIDE_BYTES", wide)
+    monkeypatch.setattr(plan_mod, "PANEL_WIDE_MAX_VECTOR", 128)  # at every vector width
+    k = lj.compiler.build(s, d)  # not the in-memory cache: the plan changes with ``wide``
     assert k.plan.panel and not k.plan.shifted, k.plan.describe()
+    p = k.plan
+    if wide == 0:
+        assert p.panel_blocks == 1
+    else:
+        stage = p.panel_blocks * p.tile.V * p.nodes[p.tile.a].extent * d.dtype.size
+        assert stage <= wide and (p.panel_blocks > 1 or wide < 256 * 1024), p.describe()
+        assert f"stage = np.empty({stage // d.dtype.size}," in k.source
     rng = np.random.default_rng(sum(dims))
     x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
     n = d.get_size()
@@ -137,3 +164,24 @@ def test_panels_read_at_most_panel_max_rows(nt_everywhere, monkeypatch, dims):
         x = ref.random_raw(s.get_size() // 4, "f32", rng)
         expect = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32)).view(np.uint8)
         ref.check_guarded_runs(k, x, expect, [0, 4, 24])
+
+
+def test_wide_panels_with_short_vectors(monkeypatch):
+    """nhwc -> nchw 256x1024x7x7 (rows of 49, source rows 4 KB apart): with 32-byte vectors
+    each job stages a whole image (1024 rows of 49 f32, 200 KB) from strips of 8 source
+    rows and a whole line of each (8x16 tiles), prefetching the next image; with 64-byte
+    vectors the narrow panel stays (not measured there). Plans only: nothing compiles."""
+    monkeypatch.setattr(plan_mod, "PANEL_WIDE_BYTES", WIDE_BYTES)
+    dims = (256, 1024, 7, 7)
+    ir = lj.compiler.lower_and_plan(M(dims, "f32", "nhwc"), M(dims, "f32", "nchw"), None)[0]
+    p = plan_mod.make_plan(ir, vbytes=32)
+    assert p.panel and p.panel_blocks == 64 and (p.tile.R, p.tile.V) == (8, 16), p.describe()
+    assert p.jobs == 256 and p.prefetch and p.prefetch_block == 49 * 1024 * 4
+    assert "blocks of 1024 along" in p.describe() and "panel of 50176 elements" in p.describe()
+    # 2048 channels: 400 KB images, two panels of 1024 rows each, no prefetch
+    dims = (256, 2048, 7, 7)
+    ir = lj.compiler.lower_and_plan(M(dims, "f32", "nhwc"), M(dims, "f32", "nchw"), None)[0]
+    p = plan_mod.make_plan(ir, vbytes=32)
+    assert p.panel and p.panel_blocks == 64 and p.jobs == 512 and not p.prefetch, p.describe()
+    p = plan_mod.make_plan(ir, vbytes=64)
+    assert p.panel and p.panel_blocks == 1 and p.tile.V == 16, p.describe()
