@@ -948,20 +948,20 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
             notes.append(f"prefetch: the source rows follow one another; each micro-kernel call "
                          f"prefetches its share of the next group's block ({rows})")
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
-    if allow_shift and tile is not None and not nt and moved >= nt_split_min_bytes(tile):
+    if allow_shift and tile is not None and not nt and moved >= nt_min_bytes(tile):
         # destination rows off the lines: a short contiguous panel is staged whole, longer
-        # rows are realigned through a carry; both run jobs of (outer loops x blocks of B)
+        # rows are realigned through a carry; both run jobs of (outer loops x blocks of B).
+        # From the split NT threshold; wide panels from the one-thread one (wide_panel).
         panel = _panel_possible(ir, tile) and not _shift_better(ir, tile)
-        if panel or _shift_possible(ir, tile):
+        wide, pb = wide_panel(ir, tile, vb) if panel else (tile, 1)
+        if moved < nt_split_min_bytes(tile) and pb == 1:
+            panel = False
+        elif panel or _shift_possible(ir, tile):
+            tile = wide
             assert tile.b is not None
             outer = outer_nodes(ir, tile)
             n_outer = math.prod(ir.nodes[i].extent for i in outer)
             nbb = -(-ir.nodes[tile.b].extent // tile.V)
-            pb = 1
-            if panel:
-                tile, pb = wide_panel(ir, tile, vb)
-                assert tile.b is not None
-                nbb = -(-ir.nodes[tile.b].extent // tile.V)
             # (a wide panel prefetches only when its jobs take whole outer blocks)
             pf = bool(PREFETCH_ROWS and (pb == 1 or pb >= nbb)
                       and (panel_prefetch(ir, tile) if panel else shift_prefetch(ir, tile)))
@@ -1380,6 +1380,15 @@ def wide_panel(ir: LoopIR, tile: TileSpec, vbytes: int) -> tuple[TileSpec, int]:
     1.22 (1.26 -> 1.02), bf16 256x1024x7x7 1.99 -> 1.08 (1.51 -> 1.07), f32 -> bf16 2.39
     -> 1.49 (2.23 -> 1.35). With 64-byte vectors the tiles read whole lines already; not
     measured there, so the narrow panel stays (``PANEL_WIDE_MAX_VECTOR``).
+
+    Wide panels start at the one-thread NT threshold of register transposes
+    (``nt_min_bytes``, 11 MB here) at every thread count, where narrow ones and realigned
+    rows wait for the split one (24 MB). 12-20 MB nhwc -> nchw, ratio to copy at 1 thread
+    (2 threads), plain tiles -> wide panels: 64x512x7x7 1.81 -> 1.13 (1.77 -> 1.39),
+    100x512x7x7 1.36 -> 0.97 (1.22 -> 0.99), 48x1024x7x7 1.69 -> 1.03 (1.54 -> 0.87),
+    bf16 128x512x7x7 1.66 -> 0.97 (1.37 -> 0.77), f32 -> bf16 96x512x7x7 2.05 -> 1.51
+    (2.06 -> 1.59). Below it NT loses at 2 threads (16x1024x7x7, 6 MB: 2.2-2.4 -> 1.3-2.6)
+    and a plain copy of the stage loses everywhere.
     """
     assert tile.b is not None
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]

@@ -185,3 +185,29 @@ def test_wide_panels_with_short_vectors(monkeypatch):
     assert p.panel and p.panel_blocks == 64 and p.jobs == 512 and not p.prefetch, p.describe()
     p = plan_mod.make_plan(ir, vbytes=64)
     assert p.panel and p.panel_blocks == 1 and p.tile.V == 16, p.describe()
+
+
+def test_wide_panels_start_at_the_one_thread_nt_threshold(monkeypatch):
+    """Wide panels are planned from the one-thread NT threshold of register transposes
+    (``nt_min_bytes``), at every thread count; narrow panels and realigned rows keep the
+    split threshold (``nt_split_min_bytes``). Plans only, with fixed thresholds."""
+    monkeypatch.setattr(plan_mod, "PANEL_WIDE_BYTES", WIDE_BYTES)
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 16 << 20)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 11 << 20)
+    monkeypatch.setattr(plan_mod, "NT_SPLIT_MIN_BYTES", None)
+
+    def plan(dims, vbytes):
+        ir = lj.compiler.lower_and_plan(M(dims, "f32", "nhwc"), M(dims, "f32", "nchw"), None)[0]
+        return plan_mod.make_plan(ir, vbytes=vbytes)
+
+    mid = (64, 512, 7, 7)   # 12.8 MB moved: between the two thresholds (11 and 24 MB)
+    p = plan(mid, 32)
+    assert p.panel and p.panel_blocks == 64 and p.nt, p.describe()
+    p = plan(mid, 64)
+    assert not p.panel and not p.shifted and not p.nt, p.describe()
+    p = plan((32, 512, 7, 7), 32)   # 6.4 MB: plain tiles straight into dst
+    assert not p.panel and not p.nt, p.describe()
+    p = plan((100, 1024, 14, 14), 32)   # 14x14 rows, many row groups: realigned from 24 MB
+    assert p.shifted, p.describe()
+    p = plan((10, 1024, 14, 14), 32)    # 16 MB: below the split threshold, not realigned
+    assert p.bytes_moved < 24 << 20 and not p.shifted and not p.panel, p.describe()
