@@ -30,7 +30,7 @@ Passes, in order (each is a function from IR to IR you can call and print):
    one thread runs every job (``nt_min_bytes``), and above a threshold per micro-kernel
    kind when the jobs are split between threads (``nt_split_min_bytes``: 3/4 of the LLC
    for register transposes, the LLC for packed runs; the kernel reads its job range,
-   ``Plan.nt_split``). From half the LLC to the split threshold the kernel carries both
+   ``Plan.nt_split``). From the one-thread threshold to the split one the kernel carries both
    store kinds and times them on its first calls at each thread count (``Plan.nt_tune``,
    ``store_choice.py``): which wins there depends on what else holds the cache, not
    on the layouts. Transposes with plain stores into 4-byte rows 1 KB
@@ -109,8 +109,8 @@ NT_SPLIT_MIN_BYTES = (int(os.environ["LAYOUTJIT_NT_SPLIT_MIN_BYTES"])
 
 
 #: Register transposes run by one thread take NT stores from this much traffic, a third
-#: of the LLC (0: from ``NT_MIN_BYTES`` like every kind); split between threads they keep
-#: plain stores up to ``NT_MIN_BYTES`` (then as every kind: timed, ``Plan.nt_tune``).
+#: of the LLC (0: from ``NT_MIN_BYTES`` like every kind); split between threads they time
+#: the store kind from there up to the split threshold (``Plan.nt_tune``).
 NT_MIN_TRANSPOSE_BYTES = int(os.environ.get("LAYOUTJIT_NT_MIN_TRANSPOSE_BYTES", llc_bytes() // 3))
 
 
@@ -123,7 +123,8 @@ def nt_min_bytes(tile: TileSpec) -> int:
     C=100, 21 MB: plain 1.95x, NT 1.14x).
 
     Register transposes switch at a third of the LLC (``NT_MIN_TRANSPOSE_BYTES``), wide
-    groups included; their split jobs keep plain stores below the base threshold. On a
+    groups included; split between threads they time the store kind (``Plan.nt_tune``)
+    up to the split threshold (see the end of this docstring). On a
     Zen 3 host (32 MiB L3 shared with other tenants), 10-14 MB of traffic, plain -> NT at
     1 thread, ratio to copy: in one process, the two plans timed alternately with a copy
     (medians of 9), nhwc -> nchw 16x128x28x28 1.61 -> 0.73, 4x960x20x20 1.74 -> 0.89, nchw
@@ -132,9 +133,19 @@ def nt_min_bytes(tile: TileSpec) -> int:
     1.09 -> 1.19); oihw -> OIhw4i16o4i f32 -> s8 512x512x3x3 1.74 -> 1.18 (it ran at
     0.84-1.05x oneDNN's time), oihw -> OIhw16i16o f32 -> s8 1.11 -> 0.76. In the harness,
     nine such pairs, 1 thread: geomean 1.42 -> 0.82. Below about a third NT lost there
-    (3.2 MB 2.5 -> 15x, 4.7-6.4 MB 1.3-1.4 -> 1.8-3.0). Timing the store kind at 2
-    threads in this band picked NT where plain was faster in the harness (nchw ->
-    nChw16c C=17: plain 0.9-1.2, timed 1.6-1.8).
+    (3.2 MB 2.5 -> 15x, 4.7-6.4 MB 1.3-1.4 -> 1.8-3.0).
+
+    At 2 threads the host's phases decide between the store kinds in this band: one
+    session measured plain and NT equal on four of the pairs above and plain faster on
+    nchw -> nChw16c C=17 (0.9-1.2 against 1.6-1.8), and kept plain stores there; the
+    next, same host, measured (A/B, ratio to copy at 2 threads, plain -> NT) C=17 2.47 ->
+    1.49, nhwc -> nchw 16x128x28x28 1.85-1.97 -> 0.70-0.80, 4x960x20x20 1.93 -> 0.85, oihw
+    -> OIhw4i16o4i f32 -> s8 1.81 -> 0.96, oihw -> OIhw16i16o f32 -> bf16 2.09 -> 0.96,
+    nchw -> nhwc 2x256x56x56 equal, and in the harness's full run the plain ones at
+    1.5-3.5x copy (f32 -> s8 at 1.05x oneDNN's time). So the kind is timed at run time
+    there, as from the base threshold: plain -> timed, 2 threads, C=17 1.11 -> 1.10, f32
+    -> s8 1.86 -> 1.08, 16x128x28x28 2.20 -> 0.94, f32 -> bf16 2.68 -> 0.98, 2x256x56x56
+    1.43 -> 1.57.
     """
     if tile.kind == "transpose" and NT_MIN_TRANSPOSE_BYTES:
         return min(NT_MIN_BYTES, NT_MIN_TRANSPOSE_BYTES)
@@ -991,9 +1002,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     job_align = job_align and nt
     nt_split = not nt or tile is None or moved >= nt_split_min_bytes(tile)
     # between the NT thresholds at one thread and split between threads, the store kind
-    # is timed at run time -- from the base threshold: below it (register transposes from
-    # NT_MIN_TRANSPOSE_BYTES) split jobs keep plain stores, which the timing misjudged there
-    nt_tune = NT_TUNE and nt and not nt_split and moved >= NT_MIN_BYTES
+    # is timed at run time (see nt_min_bytes for the band below the base threshold)
+    nt_tune = NT_TUNE and nt and not nt_split
     phases = line_phases(ir, tile) if nt and tile is not None else 1
     staged_cols = staged_cols and nt
     if staged_cols:

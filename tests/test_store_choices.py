@@ -154,9 +154,9 @@ def test_transposes_split_between_their_two_thresholds(monkeypatch):
 
 def test_register_transposes_take_nt_stores_from_their_own_threshold(monkeypatch):
     """NT_MIN_TRANSPOSE_BYTES (a third of the LLC) lowers the one-thread NT threshold of
-    register transposes only, wide groups included; split between threads they keep plain
-    stores below NT_MIN_BYTES (not timed). Other kinds keep NT_MIN_BYTES; 0 turns the
-    lower threshold off."""
+    register transposes only, wide groups included; split between threads they time the
+    store kind (``nt_tune``) up to the split threshold. Other kinds keep NT_MIN_BYTES; 0
+    turns the lower threshold off."""
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 400000)
     monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 100000)
@@ -168,11 +168,13 @@ def test_register_transposes_take_nt_stores_from_their_own_threshold(monkeypatch
     wide = plan((1, 512, 7, 9), "nchw", "nhwc")     # 258048 B, rows 2 KB apart
     lines = plan((2, 40, 30, 16), "nhwc", "nChw16c")  # 337920 B, runs packed into lines
     for p in (narrow, wide):
-        assert p.tile.kind == "transpose" and p.nt and not p.nt_split and not p.nt_tune, p.describe()
+        assert p.tile.kind == "transpose" and p.nt and not p.nt_split and p.nt_tune, p.describe()
     assert wide.tile.M * wide.tile.R < plan_mod.WIDE_GROUP_ROWS  # NT: one tile of rows
     assert lines.tile.kind == "lines" and not lines.nt, lines.describe()
-    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 140000)  # above it split jobs time the store kind
-    assert plan((2, 64, 9, 16), "nchw", "nhwc").nt_tune
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)  # not timed: plain stores when split
+    p = plan((2, 64, 9, 16), "nchw", "nhwc")
+    assert p.nt and not p.nt_split and not p.nt_tune, p.describe()
+    monkeypatch.setattr(plan_mod, "NT_TUNE", True)
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 400000)
     monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
     assert not plan((2, 64, 9, 16), "nchw", "nhwc").nt
