@@ -965,9 +965,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         # From the split NT threshold; wide panels from the one-thread one (wide_panel).
         panel = _panel_possible(ir, tile) and not _shift_better(ir, tile)
         wide, pb = wide_panel(ir, tile, vb) if panel else (tile, 1)
-        if moved < nt_split_min_bytes(tile) and pb == 1:
-            panel = False
-        elif panel or _shift_possible(ir, tile):
+        if (pb > 1 or moved >= nt_split_min_bytes(tile)) and (panel or _shift_possible(ir, tile)):
             tile = wide
             assert tile.b is not None
             outer = outer_nodes(ir, tile)
