@@ -582,8 +582,17 @@ class KernelWriter:
             w.put(d, f"{pf}(src, so + {self.ir.nodes[outer[-1]].strides[1]} + jb * {share // ssz})")
         fill(d, "stage")
         count = f"min({t.V}, {B.extent} - j) * {A.extent}" if btail else str(t.V * A.extent)
+        self._write_stage(depth, line, count, f"do + j * {A.extent}")
+
+    def _write_stage(self, depth: int, line: str, count: str, start: str) -> None:
+        """A panel job's end (at ``depth + 1``): its ``count`` staged elements to the
+        destination from ``start``, as whole aligned lines (``line``, non-temporal) between
+        plain stores of the partial first and last line; then, after the job loop, the
+        ``sfence`` that orders the NT stores."""
+        w, d = self.w, depth + 1
+        q = max(1, 64 // self.ops[0].dtype.size)
         w.put(d, f"n = {count}")
-        w.put(d, f"start = do + j * {A.extent}")
+        w.put(d, f"start = {start}")
         w.put(d, f"h = min((-(de + start)) & {q - 1}, n)")
         w.put(d, "for x in range(h):")
         w.put(d + 1, f"dst[{_ix('start + x')}] = stage[{_ix('x')}]")
@@ -604,7 +613,6 @@ class KernelWriter:
         w = self.w
         t, A, B, outer, nbb, nfull, btail = self._staged_nodes()
         dsz = self.ops[0].dtype.size
-        q = max(1, 64 // dsz)
         pb = self.plan.panel_blocks
         npan = -(-nbb // pb)
         ncols = pb * t.V
@@ -660,20 +668,7 @@ class KernelWriter:
         if pf:
             w.put(d, f"pfo = so + {pf_next}")
         fill(d, "stage")
-        w.put(d, f"n = nc * {A.extent}")
-        w.put(d, f"start = do + j0 * {A.extent}")
-        w.put(d, f"h = min((-(de + start)) & {q - 1}, n)")
-        w.put(d, "for x in range(h):")
-        w.put(d + 1, f"dst[{_ix('start + x')}] = stage[{_ix('x')}]")
-        w.put(d, "p = h")
-        w.put(d, f"while p + {q} <= n:")
-        w.put(d + 1, f"{line}(stage, p, 0, dst, start + p)")
-        w.put(d + 1, f"p += {q}")
-        w.put(d, "for x in range(p, n):")
-        w.put(d + 1, f"dst[{_ix('start + x')}] = stage[{_ix('x')}]")
-        w.put(depth, "if aligned:")
-        w.put(depth + 1, "sfence()")
-        self.uses_nt = True
+        self._write_stage(depth, line, f"nc * {A.extent}", f"do + j0 * {A.extent}")
 
     def _render_jobs(self, depth: int, nt: bool) -> None:
         p = self.plan

@@ -110,6 +110,12 @@ PAIRS = [((2, 17, 5, 3), "nchw", "nChw16c", "f32", "f32"),
 @pytest.mark.parametrize("dims,st,dt,sdt,ddt", PAIRS + [
     (c.dims, c.src_tag, c.dst_tag, c.src_dtype, c.dst_dtype) for c in C.SMOKE_CASES])
 def test_numpy_peer_matches_elementwise_reference(dims, st, dt, sdt, ddt):
+    check_peer(lambda smd, dmd, src, dst: numpy_reorder(smd, dmd, src, dst, bf16=BF16).fn(),
+               dims, st, dt, sdt, ddt)
+
+
+def check_peer(run, dims, st, dt, sdt, ddt) -> None:
+    """``run(src_md, dst_md, src, dst)`` (a peer's reorder) equals the element-wise one."""
     if "bf16" in (sdt, ddt) and BF16 is None:
         pytest.skip("ml_dtypes not installed")
     smd = lj.MemoryDesc(list(dims), sdt, st)
@@ -117,7 +123,7 @@ def test_numpy_peer_matches_elementwise_reference(dims, st, dt, sdt, ddt):
     src = make_source(smd, seed=7)
     dst = aligned_empty(dmd.get_size(), dmd.dtype.storage)
     dst.view(np.uint8).fill(0xA5)  # garbage: padding must be zeroed by the peer
-    numpy_reorder(smd, dmd, src, dst, bf16=BF16).fn()
+    run(smd, dmd, src, dst)
     ref = reference_reorder(smd, dmd, src)
     assert compare_outputs(ref, dst, ddt)["status"] == "exact"
 
@@ -127,16 +133,8 @@ def test_torch_peer_matches_elementwise_reference(dims, st, dt, sdt, ddt):
     peer = TorchPeer()
     if not peer.available:
         pytest.skip("torch not installed")
-    if "bf16" in (sdt, ddt) and BF16 is None:
-        pytest.skip("ml_dtypes not installed")
-    smd = lj.MemoryDesc(list(dims), sdt, st)
-    dmd = lj.MemoryDesc(list(dims), ddt, dt)
-    src = make_source(smd, seed=7)
-    dst = aligned_empty(dmd.get_size(), dmd.dtype.storage)
-    dst.view(np.uint8).fill(0xA5)  # garbage: padding must be zeroed by the peer
-    peer.prepare(Job(None, smd, dmd, src, dst, 1)).fn()
-    ref = reference_reorder(smd, dmd, src)
-    assert compare_outputs(ref, dst, ddt)["status"] == "exact"
+    check_peer(lambda smd, dmd, src, dst: peer.prepare(Job(None, smd, dmd, src, dst, 1)).fn(),
+               dims, st, dt, sdt, ddt)
 
 
 def test_range_boxes_cover_exactly():
