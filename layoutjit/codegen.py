@@ -561,15 +561,7 @@ class KernelWriter:
         if self.plan.panel_blocks > 1:
             self._render_wide_panel(depth, line)
             return
-        w.put(depth, "dbase = dst.ctypes.data")
-        w.put(depth, f"aligned = dbase % {dsz} == 0")
-        w.put(depth, f"de = dbase // {dsz}")
-        w.put(depth, f"stage = np.empty({t.V * A.extent}, np.{numba_type(self.ops[0].dtype)})")
-        w.put(depth, "for it in range(lo, hi):")
-        d = depth + 1
-        w.put(d, f"o = it // {nbb}")
-        w.put(d, f"jb = it - o * {nbb}")
-        self._outer_offsets(d, outer)
+        d = self._panel_jobs(depth, t.V * A.extent, nbb, "jb", outer)
         w.put(d, f"j = jb * {t.V}")
         w.put(d, "if not aligned:")
         fill(d + 1, "dst")
@@ -583,6 +575,24 @@ class KernelWriter:
         fill(d, "stage")
         count = f"min({t.V}, {B.extent} - j) * {A.extent}" if btail else str(t.V * A.extent)
         self._write_stage(depth, line, count, f"do + j * {A.extent}")
+
+    def _panel_jobs(self, depth: int, stage_elems: int, per_outer: int, jvar: str,
+                    outer: list[int]) -> int:
+        """A panel kernel's start: the destination's alignment, the stage, and the job loop
+        (job = outer index ``o`` x panel ``jvar``, ``per_outer`` panels per outer index,
+        with ``so``/``do`` set); returns the depth of the loop's body."""
+        w = self.w
+        dsz = self.ops[0].dtype.size
+        w.put(depth, "dbase = dst.ctypes.data")
+        w.put(depth, f"aligned = dbase % {dsz} == 0")
+        w.put(depth, f"de = dbase // {dsz}")
+        w.put(depth, f"stage = np.empty({stage_elems}, np.{numba_type(self.ops[0].dtype)})")
+        w.put(depth, "for it in range(lo, hi):")
+        d = depth + 1
+        w.put(d, f"o = it // {per_outer}")
+        w.put(d, f"{jvar} = it - o * {per_outer}")
+        self._outer_offsets(d, outer)
+        return d
 
     def _write_stage(self, depth: int, line: str, count: str, start: str) -> None:
         """A panel job's end (at ``depth + 1``): its ``count`` staged elements to the
@@ -612,7 +622,6 @@ class KernelWriter:
         so the source rows are read in order; then the stage as whole lines."""
         w = self.w
         t, A, B, outer, nbb, nfull, btail = self._staged_nodes()
-        dsz = self.ops[0].dtype.size
         pb = self.plan.panel_blocks
         npan = -(-nbb // pb)
         ncols = pb * t.V
@@ -651,15 +660,7 @@ class KernelWriter:
             if A.extent % t.R:
                 strip(dep, A.extent % t.R, str(nfr * t.R), target)
 
-        w.put(depth, "dbase = dst.ctypes.data")
-        w.put(depth, f"aligned = dbase % {dsz} == 0")
-        w.put(depth, f"de = dbase // {dsz}")
-        w.put(depth, f"stage = np.empty({ncols * A.extent}, np.{numba_type(self.ops[0].dtype)})")
-        w.put(depth, "for it in range(lo, hi):")
-        d = depth + 1
-        w.put(d, f"o = it // {npan}")
-        w.put(d, f"pj = it - o * {npan}")
-        self._outer_offsets(d, outer)
+        d = self._panel_jobs(depth, ncols * A.extent, npan, "pj", outer)
         w.put(d, f"j0 = pj * {ncols}")
         w.put(d, f"nc = min({ncols}, {B.extent} - j0)")
         w.put(d, "if not aligned:")
