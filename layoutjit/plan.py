@@ -667,8 +667,7 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     # destination elements still fill a vector (Zen 3, AVX2, ratio to copy at 2 threads
     # (1 thread), 16x8 -> 8x16 f32 tiles: oihw -> OIhw16i16o 1024x1024x1x1 1.56 -> 1.23
     # (1.19 -> 1.13), ab -> ba 1024x1024 2.37 -> 1.81 (1.95 -> 1.70)).
-    l1_rows = bool(aliased and ALIASED_L1_ROWS and vbytes < 64 and ALIASED_L1_ROWS * dsz >= vbytes
-                   and ir.total * (ssz + dsz) < NT_MIN_BYTES)
+    l1_rows = bool(aliased and _l1_row_tiles(dsz, vbytes) and ir.total * (ssz + dsz) < NT_MIN_BYTES)
     V = min(b.extent, max(1, vbytes // ssz, 64 // ssz if l1_rows else 1))
     row_elems = max(1, 64 // dsz)  # elements of one 64-byte output row
     rows_contig = b.strides[0] == a.extent
@@ -1033,6 +1032,13 @@ def _rows_share_l1_set(row_bytes: int) -> bool:
     """Whether source rows ``row_bytes`` apart all land in one L1 set: each tile then reads
     its rows' lines from L2 or beyond (see ``_transpose`` and ``_whole_runs``)."""
     return row_bytes % L1_SET_PERIOD == 0
+
+
+def _l1_row_tiles(dsz: int, vbytes: int) -> bool:
+    """Whether tiles over source rows that share an L1 set may take ``ALIASED_L1_ROWS``
+    rows and a whole line of each: vectors shorter than a line, and that many destination
+    elements still filling one (see ``_transpose``, ``wide_panel``)."""
+    return bool(ALIASED_L1_ROWS and vbytes < 64 and ALIASED_L1_ROWS * dsz >= vbytes)
 
 
 #: Transposes with plain stores into destination rows at least this far apart...
@@ -1405,8 +1411,7 @@ def wide_panel(ir: LoopIR, tile: TileSpec, vbytes: int) -> tuple[TileSpec, int]:
     if not PANEL_WIDE_BYTES or vbytes >= PANEL_WIDE_MAX_VECTOR:
         return tile, 1
     wide = replace(tile, M=1)
-    if (ALIASED_L1_ROWS and _rows_share_l1_set(a.strides[1] * ssz)
-            and ALIASED_L1_ROWS * dsz >= vbytes and 64 % ssz == 0):
+    if _rows_share_l1_set(a.strides[1] * ssz) and _l1_row_tiles(dsz, vbytes) and 64 % ssz == 0:
         wide = replace(wide, R=min(a.extent, ALIASED_L1_ROWS), V=min(b.extent, 64 // ssz))
     nbb = -(-b.extent // wide.V)
     cap = PANEL_WIDE_BYTES // (wide.V * a.extent * dsz)

@@ -211,3 +211,28 @@ def test_wide_panels_start_at_the_one_thread_nt_threshold(monkeypatch):
     assert p.shifted, p.describe()
     p = plan((10, 1024, 14, 14), 32)    # 16 MB: below the split threshold, not realigned
     assert p.bytes_moved < 24 << 20 and not p.shifted and not p.panel, p.describe()
+
+
+def test_wide_panel_whole_line_tiles_with_a_tail_block(nt_everywhere, monkeypatch):
+    """Source rows 4 KB apart (a strided nhwc view of 1000 of 1024 channels): wide panels
+    take 8x16 tiles there, and 1000 channels end in a tail block of 8; the rows do not
+    follow one another, so nothing is prefetched. Whole images and two panels per image,
+    every byte against the reference, at 1 and 2 threads."""
+    monkeypatch.setattr(plan_mod, "PANEL_WIDE_MAX_VECTOR", 128)
+    monkeypatch.setattr(plan_mod, "ALIASED_L1_ROWS", 8)
+    dims = (2, 1000, 5, 5)
+    s = M(dims, "f32", strides=(25 * 1024, 1, 5 * 1024, 1024))
+    d = M(dims, "f32", "nchw")
+    rng = np.random.default_rng(5)
+    x = ref.random_raw(s.get_size() // 4, "f32", rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32)).view(np.uint8)
+    for wide in (WIDE_BYTES, 60000):
+        monkeypatch.setattr(plan_mod, "PANEL_WIDE_BYTES", wide)
+        ir = lj.compiler.lower_and_plan(s, d, None)[0]
+        p = plan_mod.make_plan(ir, vbytes=32)
+        assert p.panel and p.panel_blocks > 1 and (p.tile.R, p.tile.V) == (8, 16), p.describe()
+        assert not p.prefetch and p.nodes[p.tile.b].extent % 16 == 8
+        k = lj.compiler.build(s, d)
+        if k.plan.vector_bytes == 32:  # this host plans the same: run it
+            assert k.plan.panel_blocks == p.panel_blocks, k.plan.describe()
+        ref.check_guarded_runs(k, x, expect, [0, 4, 24])
