@@ -179,7 +179,8 @@ def test_register_transposes_take_nt_stores_from_their_own_threshold(monkeypatch
     monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
     assert not plan((2, 64, 9, 16), "nchw", "nhwc").nt
     w0 = plan((1, 512, 7, 9), "nchw", "nhwc")
-    assert not w0.nt and w0.tile.M * w0.tile.R == plan_mod.WIDE_GROUP_ROWS
+    # one image of 512 rows: two 256-row groups, narrowed to 8 jobs with 32-byte vectors
+    assert not w0.nt and w0.tile.M * w0.tile.R == _by_width((plan_mod.WIDE_GROUP_ROWS, 64), w0)
 
 
 def test_split_threshold_is_at_least_the_nt_threshold():
@@ -191,7 +192,7 @@ def test_split_threshold_is_at_least_the_nt_threshold():
 
 
 WIDE_CASES = [  # dims, src tag, dst tag, dst dtype
-    ((1, 512, 7, 9), "nchw", "nhwc", "f32"),     # 2 KB rows: 256-row groups
+    ((2, 512, 7, 9), "nchw", "nhwc", "f32"),     # 2 KB rows: 256-row groups (4 jobs)
     ((2, 300, 5, 7), "nchw", "nhwc", "f32"),     # tail group of 44 rows, tail tile of 12
     ((1, 280, 6, 6), "nchw", "nhwc", "bf16"),    # conversion, rows 560 B apart: not wide
     ((2, 400, 3, 11), "nchw", "nhwc", "s8"),
@@ -230,6 +231,25 @@ def test_wide_groups_through_an_epilogue():
     base = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32)) * np.float32(0.5)
     want = np.where(base > 0, base, base * np.float32(-0.5)).astype(np.float32)
     np.testing.assert_array_equal(y, want)
+
+
+def test_wide_groups_leave_jobs_for_two_threads():
+    """One image of 256 channels is one 256-row group: one job, so at 2 threads one thread
+    would do everything. With 32-byte vectors the groups narrow to 8 jobs; with 64-byte
+    ones (not measured narrower) to 2. Four jobs or more keep 256-row groups."""
+    def plan(dims, vbytes):
+        ir = lj.compiler.lower_and_plan(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"), None)[0]
+        return plan_mod.make_plan(ir, vbytes=vbytes)
+
+    for vbytes, jobs in ((32, 8), (64, 2)):
+        p = plan((1, 256, 12, 12), vbytes)  # 295 KB moved: parallel, plain stores
+        assert not p.nt and p.jobs == jobs and p.tile.M * p.tile.R == 256 // jobs, p.describe()
+        p = plan((1, 1024, 12, 12), vbytes)  # four 256-row groups: they stay
+        assert p.jobs == 4 and p.tile.M * p.tile.R == plan_mod.WIDE_GROUP_ROWS, p.describe()
+    p = plan((1, 256, 8, 8), 32)  # 131 KB: one serial job, the groups stay
+    assert p.serial and p.tile.M * p.tile.R == plan_mod.WIDE_GROUP_ROWS, p.describe()
+    k = lj.compile_reorder(M((1, 256, 12, 12), "f32", "nchw"), M((1, 256, 12, 12), "f32", "nhwc"))
+    assert k.plan.jobs >= 2 and ref.kernel_matches_reference(k), k.plan.describe()
 
 
 def _by_width(m, plan):
