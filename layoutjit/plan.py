@@ -34,7 +34,8 @@ Passes, in order (each is a function from IR to IR you can call and print):
    store kinds and times them on its first calls at each thread count (``Plan.nt_tune``,
    ``store_choice.py``): which wins there depends on what else holds the cache, not
    on the layouts. Transposes with plain stores into 4-byte rows 1 KB
-   or more apart read 256 rows per macro tile (``_wide_groups``); misaligned
+   or more apart read 256 rows per macro tile (``_wide_groups``; fewer where that
+   would leave fewer than 4 jobs to share: ``_wide_group_tiles``); misaligned
    destination rows are realigned onto whole lines (``Plan.shifted``: in registers
    with a per-row carry for 2- and 4-byte destinations, ``simd.tile_shift``), or,
    when they are short and follow one another (nhwc -> nchw 7x7), a block of V rows

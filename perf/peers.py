@@ -79,6 +79,8 @@ class Prepared:
     fn: Callable[[], None]
     info: dict = field(default_factory=dict)
     close: Callable[[], None] | None = None
+    #: what the contender chose while it was timed (asked once the phase is over)
+    after: Callable[[], dict] | None = None
 
 
 class Peer:
@@ -193,7 +195,8 @@ class LayoutJitPeer(Peer):
                 except Exception:
                     pass
         bind = getattr(k, "bind", None)
-        return Prepared(bind(s, d) if callable(bind) else (lambda: k(s, d)), info)
+        return Prepared(bind(s, d) if callable(bind) else (lambda: k(s, d)), info,
+                        after=lambda: _store_choice(k, job.threads))
 
     def finish_case(self) -> None:
         self._kernel = None
@@ -201,6 +204,18 @@ class LayoutJitPeer(Peer):
 
 
 # ---------------------------------------------------------------------------- numpy
+def _store_choice(k: Any, threads: int) -> dict:
+    """The store kind a kernel that times plain against NT stores kept at this thread
+    count (``Plan.nt_tune``), with the medians it compared; {} for other kernels."""
+    choice = getattr(k, "store_choice", None)
+    if choice is None or threads <= 1:
+        return {}
+    m = choice.medians.get(threads)
+    if m is None:
+        return {"stores": "not chosen yet"}
+    return {"stores": "nt" if m[1] < m[0] else "plain", "plain_ms": m[0] * 1e3, "nt_ms": m[1] * 1e3}
+
+
 def _dense_like(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
     """Element strides of a dense array of ``shape`` whose axes are ordered like ``strides``."""
     order = sorted(range(len(shape)), key=lambda i: -strides[i])

@@ -166,6 +166,11 @@ def summarize(cases: list[dict], threads: tuple[int, ...], peers: dict) -> dict:
                          for n, v in r["contenders"].items() if v.get("slow")]
     out["disturbed_rounds_dropped"] = sum(r.get("rounds_disturbed", 0)
                                           for c in cases for r in c.get("results", []))
+    # kernels that timed plain against NT stores at run time: what each kept
+    out["store_choices"] = [{"case": c["name"], "threads": r["threads"],
+                             "stores": r["contenders"]["layoutjit"]["stores"]}
+                            for c in cases for r in c.get("results", [])
+                            if r["contenders"].get("layoutjit", {}).get("stores")]
     return out
 
 
@@ -255,6 +260,12 @@ def summary_text(summary: dict, peers: dict) -> str:
     if summary.get("disturbed_rounds_dropped"):
         lines.append(f"CPU probe: {summary['disturbed_rounds_dropped']} disturbed rounds dropped; "
                      f"{len(summary['unstable_results'])} results unstable (too few clean rounds)")
+    if summary.get("store_choices"):
+        kept: dict[str, int] = {}
+        for o in summary["store_choices"]:
+            kept[o["stores"]] = kept.get(o["stores"], 0) + 1
+        lines.append("layoutjit stores timed at run time (Plan.nt_tune), kept: " + ", ".join(
+            f"{k} x{v}" for k, v in sorted(kept.items())) + " (per case: results.json)")
     if summary.get("slow_peers"):
         per: dict[str, int] = {}
         for o in summary["slow_peers"]:

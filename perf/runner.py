@@ -131,6 +131,12 @@ def run_case(case: Case, peers: dict[str, Peer], copy: CopyPeer, st: Settings,
                 continue
             res["threads"] = nthr
             res["copy"]["kind"] = cp.info["kind"]
+            for n, pr in prepared.items():
+                if pr.after is not None and n in res["contenders"]:
+                    try:
+                        res["contenders"][n].update(pr.after())
+                    except Exception as e:
+                        out["peer_errors"].setdefault(f"after t={nthr}", _err(e))
             res["timing_wall_s"] = time.perf_counter() - t0
             tot = sb + db
             res["copy"]["gbps"] = 2 * ca.nbytes / res["copy"]["median_s"] / 1e9
@@ -194,7 +200,7 @@ def _progress(case: Case, out: dict, res: dict, log: Any) -> None:
         return
     parts = [f"copy {res['copy']['median_s'] * 1e3:8.3f} ms"]
     for n, r in res["contenders"].items():
-        parts.append(f"{n} {r['ratio']:.2f}")
+        parts.append(f"{n} {r['ratio']:.2f}" + (f" ({r['stores']} stores)" if r.get("stores") else ""))
     bad = [n for n, v in out.get("verify", {}).items() if v.get("status") in ("mismatch", "error")]
     flag = f"  !! {','.join(bad)} wrong" if bad else ""
     if res.get("busy"):

@@ -276,6 +276,34 @@ def test_smoke_run_writes_json(tmp_path):
         pass
 
 
+def test_store_choices_are_reported():
+    """Kernels that time plain against NT stores at run time (``Plan.nt_tune``) report what
+    they kept at each thread count beside their times, and the summary counts the kinds."""
+    from layoutjit.store_choice import StoreChoice
+    from perf.peers import _store_choice
+    from perf.report import summarize, summary_text
+
+    class K:
+        store_choice: StoreChoice | None = None
+
+    k = K()
+    assert _store_choice(k, 2) == {}  # a kernel without a timed choice
+    k.store_choice = StoreChoice(8)
+    assert _store_choice(k, 2) == {"stores": "not chosen yet"}
+    k.store_choice.medians[2] = (2e-3, 1e-3)
+    assert _store_choice(k, 2) == {"stores": "nt", "plain_ms": 2.0, "nt_ms": 1.0}
+    assert _store_choice(k, 1) == {}  # one thread: the plan's rule, never timed
+    k.store_choice.medians[2] = (1e-3, 2e-3)
+    assert _store_choice(k, 2)["stores"] == "plain"
+    cases = [{"name": f"c{i}", "results": [{"threads": 2, "ratios": {}, "copy": {},
+                                            "contenders": {"layoutjit": {"stores": kind}}}]}
+             for i, kind in enumerate(("nt", "plain", "nt"))]
+    summary = summarize(cases, (2,), {})
+    assert [o["stores"] for o in summary["store_choices"]] == ["nt", "plain", "nt"]
+    text = summary_text(summary, {"layoutjit": {"available": True}})
+    assert "stores timed at run time (Plan.nt_tune), kept: nt x2, plain x1" in text
+
+
 def test_cpu_threads_counts_the_cpus_kept_busy():
     """The CPU check: a 1-thread busy loop uses ~1 CPU, a sleep ~0; the summary lists a
     contender above its phase's thread count."""
