@@ -969,7 +969,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
             tile = wide
             assert tile.b is not None
             outer = outer_nodes(ir, tile)
-            n_outer = math.prod(ir.nodes[i].extent for i in outer)
+            n_outer = outer_count(ir, tile)
             nbb = -(-ir.nodes[tile.b].extent // tile.V)
             # (a wide panel prefetches only when its jobs take whole outer blocks)
             pf = bool(PREFETCH_ROWS and (pb == 1 or pb >= nbb)
@@ -1022,6 +1022,11 @@ def _job_nodes(ir: LoopIR, tile: TileSpec, parallel: int) -> frozenset[int]:
 def outer_nodes(ir: LoopIR, tile: TileSpec) -> list[int]:
     """The nodes outside the tile, outermost first (the loops that run the macro tiles)."""
     return [i for i in range(len(ir.nodes)) if i not in tile.nodes]
+
+
+def outer_count(ir: LoopIR, tile: TileSpec) -> int:
+    """How many times the macro tiles run: the product of the outer nodes' extents."""
+    return math.prod(ir.nodes[i].extent for i in outer_nodes(ir, tile))
 
 
 #: Addresses this far apart (a multiple of it) map to one L1 set (32 KiB, 8 ways).
@@ -1092,7 +1097,7 @@ def _wide_group_tiles(ir: LoopIR, tile: TileSpec, vbytes: int, moved: int) -> in
     narrower, so there only a lone job is split (two jobs: no thread idles). Problems that
     run serially (below ``PARALLEL_MIN_BYTES``) keep their groups.
     """
-    n_outer = math.prod(ir.nodes[i].extent for i in outer_nodes(ir, tile))
+    n_outer = outer_count(ir, tile)
     a_tiles = -(-ir.nodes[tile.a].extent // tile.R)
     M = max(tile.M, min(a_tiles, WIDE_GROUP_ROWS // tile.R))
     low, want = (WIDE_GROUP_MIN_JOBS, 2 * WIDE_GROUP_MIN_JOBS) if vbytes < 64 else (2, 2)
@@ -1272,7 +1277,7 @@ def _whole_runs(ir: LoopIR, tile: TileSpec, vbytes: int) -> bool:
             or b.strides[0] != a.extent or tile.M * tile.R * WHOLE_RUN_MIN_PARTS > a.extent):
         return False
     row = a.strides[1] * ssz  # bytes between source rows
-    outer = math.prod(ir.nodes[i].extent for i in outer_nodes(ir, tile))
+    outer = outer_count(ir, tile)
     return (b.extent * ssz >= WHOLE_RUN_MIN_ROW and not _rows_share_l1_set(row)
             and a.extent * row <= WHOLE_RUN_MAX_SPAN and outer >= WHOLE_RUN_MIN_JOBS)
 

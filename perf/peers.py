@@ -203,19 +203,20 @@ class LayoutJitPeer(Peer):
         self._key = None
 
 
-# ---------------------------------------------------------------------------- numpy
 def _store_choice(k: Any, threads: int) -> dict:
     """The store kind a kernel that times plain against NT stores kept at this thread
     count (``Plan.nt_tune``), with the medians it compared; {} for other kernels."""
     choice = getattr(k, "store_choice", None)
     if choice is None or threads <= 1:
         return {}
-    m = choice.medians.get(threads)
-    if m is None:
+    kept = choice.kept(threads)
+    if kept is None:
         return {"stores": "not chosen yet"}
-    return {"stores": "nt" if m[1] < m[0] else "plain", "plain_ms": m[0] * 1e3, "nt_ms": m[1] * 1e3}
+    plain, nt = choice.medians[threads]
+    return {"stores": "nt" if kept else "plain", "plain_ms": plain * 1e3, "nt_ms": nt * 1e3}
 
 
+# ---------------------------------------------------------------------------- numpy
 def _dense_like(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
     """Element strides of a dense array of ``shape`` whose axes are ordered like ``strides``."""
     order = sorted(range(len(shape)), key=lambda i: -strides[i])
