@@ -176,6 +176,7 @@ class KernelWriter:
         self.uses_nt = False
         self.chunk_var: str | None = None
         self.buffer_elems = 0  # size of the per-call transpose buffer for epilogues
+        self.stage_elems = 0  # size of the per-call row stage (Plan.row_stage)
         t = plan.tile
         # rows of a transpose over two destination digits (``TileSpec.a2``)
         self.src_rows = src_rows(self.ir, t) if t is not None and t.a2 is not None else None
@@ -335,6 +336,10 @@ class KernelWriter:
             self._render_jobs(depth + 1, nt=False)
         else:
             self._render_jobs(depth, nt=False)
+        if self.stage_elems:  # Plan.row_stage; sto: its first element on a 64-byte line
+            w.lines.insert(buf_at, "    " * depth + f"sto = ((-stage.ctypes.data) & 63) // {self.ops[0].dtype.size}")
+            w.lines.insert(buf_at, "    " * depth + f"stage = np.empty({self.stage_elems}, "
+                           f"np.{numba_type(self.ops[0].dtype)})")
         if self.buffer_elems:
             w.lines.insert(buf_at, "    " * depth + f"obuf = np.empty({self.buffer_elems}, "
                            f"np.{numba_type(self.ops[0].dtype)})")
@@ -682,7 +687,7 @@ class KernelWriter:
             if p.tile is None:  # the innermost element loop, cut into chunks
                 exts.append(-(-self.ir.nodes[order[-1]].extent // p.chunk))
             else:
-                per = p.chunk if p.tile.kind == "stream" else p.tile.R * p.tile.M
+                per = p.chunk if p.tile.kind == "stream" else (p.row_stage or p.tile.R * p.tile.M)
                 exts.append(-(-tile_rows(self.ir, p.tile) // per))
         w = self.w
         offs = [str(op.offset0) for op in self.ops]
@@ -997,7 +1002,9 @@ class KernelWriter:
         while nuni < len(groups) and shape(groups[nuni]) == shape(groups[0]):
             nuni += 1
 
-        def emit_group(dep: int, gr: list, base: str) -> None:
+        def emit_group(dep: int, gr: list, base: str, stage: str | None = None) -> None:
+            """One macro tile: its tiles into the destination, or (``stage``: the chunk's
+            first row of A) into the row stage (``Plan.row_stage``)."""
             if t.c is not None:
                 self._cols_group(dep, gr, base, offs, nt)
                 return
@@ -1042,8 +1049,37 @@ class KernelWriter:
                         self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
                                          f"({cexpr}) * {G} + ({rel}) * {V})")
                     rows = self.src_rows[a0:a0 + R] if self.src_rows is not None else None
+                    if stage is not None:
+                        ps = self.plan.row_stage + max(1, 64 // self.ops[0].dtype.size)
+                        self._emit_transpose(dep3, so, f"sto + ({aexpr}) - {stage} + ({cexpr}) * {ps}", sA,
+                                             ps, R, V, Rv, Vv, A, B, False, xo, target="stage")
+                        continue
                     self._emit_transpose(dep3, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo, rows=rows)
 
+        if group_var is not None and self.plan.row_stage:
+            # jobs are chunks of P rows of A (the last one: what is left), staged where the
+            # stores are NT
+            gsz, P = t.M * t.R, self.plan.row_stage
+            nch = nuni * gsz // P
+            self.w.put(depth, f"if {group_var} < {nch}:")
+            if nt and not zero and self.ep.direct:
+                self._row_stage_chunk(depth + 1, f"{group_var} * {P}", P, gsz, groups[0], emit_group,
+                                      offs[0], A, wrB, dB)
+            else:
+                gv = self.w.var("g")
+                self.w.put(depth + 1, f"for {gv} in range({group_var} * {P}, {group_var} * {P} + {P}, {gsz}):")
+                emit_group(depth + 2, groups[0], gv)
+            if nch * P < nuni * gsz or len(groups) > nuni:
+                self.w.put(depth, "else:")
+                if nuni * gsz - nch * P > gsz:
+                    gv = self.w.var("g")
+                    self.w.put(depth + 1, f"for {gv} in range({nch * P}, {nuni * gsz}, {gsz}):")
+                    emit_group(depth + 2, groups[0], gv)
+                elif nuni * gsz > nch * P:
+                    emit_group(depth + 1, groups[0], str(nch * P))
+                for gi in range(nuni, len(groups)):
+                    emit_group(depth + 1, groups[gi], str(groups[gi][0][0]))
+            return
         if group_var is not None:
             gsz = t.M * t.R
             first = True
@@ -1056,13 +1092,21 @@ class KernelWriter:
                 emit_group(depth + 1, groups[gi], str(groups[gi][0][0]))
                 first = False
             return
-        if nuni > 1:
+        gsz = t.M * t.R
+        P = self.plan.row_stage
+        staged = 0  # rows of A written through the row stage (Plan.row_stage)
+        if P and nt and not zero and self.ep.direct and t.c is None and nuni * gsz >= P:
+            staged = nuni * gsz // P * P
+            pv = self.w.var("p")
+            self.w.put(depth, f"for {pv} in range(0, {staged}, {P}):")
+            self._row_stage_chunk(depth + 1, pv, P, gsz, groups[0], emit_group, offs[0], A, wrB, dB)
+        left = nuni - staged // gsz  # uniform groups after the staged chunks
+        if left > 1:
             gv = self.w.var("g")
-            gsz = t.M * t.R
-            self.w.put(depth, f"for {gv} in range(0, {nuni * gsz}, {gsz}):")
+            self.w.put(depth, f"for {gv} in range({staged}, {nuni * gsz}, {gsz}):")
             emit_group(depth + 1, groups[0], gv)
-        elif nuni == 1:
-            emit_group(depth, groups[0], "0")
+        elif left == 1:
+            emit_group(depth, groups[0], str(staged))
         for gi in range(nuni, len(groups)):
             emit_group(depth, groups[gi], str(groups[gi][0][0]))
 
@@ -1175,9 +1219,28 @@ class KernelWriter:
             self.tables[key] = f"TAB{len(self.tables)}"
         return self.tables[key]
 
+    def _row_stage_chunk(self, depth: int, p0: str, P: int, gsz: int, group: list,
+                         emit_group: Callable[..., None], dbase: str, A: Node, rows: int, dB: int) -> None:
+        """``Plan.row_stage``: P rows of A from ``p0``. The chunk's macro tiles fill ``stage``
+        (destination row c at ``sto + c*(P + q)``), then the chunk goes out row by row as
+        whole non-temporal lines."""
+        w = self.w
+        dsz = self.ops[0].dtype.size
+        q = max(1, 64 // dsz)
+        ps = P + q
+        self.stage_elems = max(self.stage_elems, rows * ps + q)
+        gv, cv, xv = w.var("g"), w.var("c"), w.var("x")
+        w.put(depth, f"for {gv} in range({p0}, {p0} + {P}, {gsz}):")
+        emit_group(depth + 1, group, gv, stage=p0)
+        line = self._micro(("gather", 1, q, 1, True), str(self.ops[0].dtype), str(self.ops[0].dtype))
+        w.put(depth, f"for {cv} in range({rows}):")
+        w.put(depth + 1, f"for {xv} in range(0, {P}, {q}):")
+        w.put(depth + 2, f"{line}(stage, sto + {cv} * {ps} + {xv}, 0, dst, "
+                         f"{dbase} + ({p0}) * {A.strides[0]} + {cv} * {dB} + {xv})")
+
     def _emit_transpose(self, depth: int, so: str, do: str, sA: int, dB: int, R: int, V: int,
                         Rv: int, Vv: int, A: Node, B: Node, nt: bool, xo: list[str],
-                        rows: tuple | None = None) -> None:
+                        rows: tuple | None = None, target: str = "dst") -> None:
         t = self.plan.tile
         assert t is not None
         dsz = self.ops[0].dtype.size
@@ -1187,8 +1250,9 @@ class KernelWriter:
         if self.ep.direct or Rv == 0 or Vv == 0 or self.ep.vector_ops:
             post = self.ep.vector_ops if Rv and Vv else ()
             fn = self._micro(("tile", R, V, Rv, Vv, use_nt, rc), dense=sA == V, post=post, rows=rows)
-            self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do}, {dB})")
+            self.w.put(depth, f"{fn}(src, {so}, {sA}, {target}, {do}, {dB})")
             return
+        assert target == "dst"
         # An epilogue (scales, post-ops): (1) transpose the source values into a small buffer,
         # (2) a loop over each row applies the epilogue into a second buffer -- its trip count
         # is opaque to LLVM so that it vectorizes along the (contiguous) row --, (3) the rows

@@ -345,6 +345,7 @@ class Plan:
     cols_stage: bool = False  # cols transposes of short destination pieces: see cols_stage()
     job_align: bool = False  # NT: each job checks that its destination offset starts a line
     nt_tune: bool = False  # plain or NT stores chosen at run time by timing (store_choice.py)
+    row_stage: int = 0  # NT transposes into rows 4 KB apart: A elements staged per chunk (row_stage())
 
     @property
     def stream_prefetch(self) -> int:
@@ -1010,8 +1011,68 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         notes.append(f"destination columns start on {phases} different offsets within a line: "
                      f"the calls of each column are cut at the lines (column loop unrolled by "
                      f"{phases}); a line shared by two columns gets plain stores")
+    stage = row_stage(ir, tile, vb) if nt and allow_shift and tile is not None else 0
+    if stage:
+        assert tile is not None and tile.b is not None
+        if parallel > len(outer_nodes(ir, tile)):  # the macro loop is a job loop: chunks instead
+            # (codegen's job decoding divides the rows the same way: _render_jobs)
+            jobs = outer_count(ir, tile) * -(-tile_rows(ir, tile) // stage)
+        notes.append(f"destination rows a multiple of {L1_SET_PERIOD} B apart: each job stages "
+                     f"{stage} elements of its {ir.nodes[tile.b].extent} rows at a time (plain "
+                     f"stores), then writes them row by row as whole non-temporal lines")
     return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes), chunk, nt_split=nt_split,
-                nt_tune=nt_tune, prefetch=prefetch, line_phases=phases, cols_stage=staged_cols, job_align=job_align)
+                nt_tune=nt_tune, prefetch=prefetch, line_phases=phases, cols_stage=staged_cols, job_align=job_align,
+                row_stage=stage)
+
+
+#: Most bytes a row stage holds (``row_stage``): within L1 beside the tiles' source lines.
+ROW_STAGE_BYTES = int(os.environ.get("LAYOUTJIT_ROW_STAGE_BYTES", 16 * 1024))
+#: Bytes of each destination row a row stage collects before writing it out.
+ROW_STAGE_ROW_BYTES = 1024
+#: Row stages only with vectors shorter than this (measured with 32-byte vectors only).
+ROW_STAGE_MAX_VECTOR = 64
+
+
+def row_stage(ir: LoopIR, tile: TileSpec, vbytes: int) -> int:
+    """Elements of A per chunk when an NT transpose stages its destination rows; 0: none.
+
+    A register tile writes one line into each of V destination rows. When those rows are
+    a multiple of 4 KB apart (nchw planes of 64x64, 32x32, 128x128 f32) every line of a
+    tile falls in one L1 set, and NT stores of lines in one set run slowly: writing alone,
+    8 rows a line each per visit, 14 GB/s into rows 16 KB apart against 19 into rows 16
+    KB + 64 B apart (Zen 3, 1 thread; 1 KB per row per visit: 19.5 either way). So the
+    job's tiles fill a small stage (plain stores, in L1) with ``ROW_STAGE_ROW_BYTES`` of
+    each of B's rows, whole macro tiles at a time, and the stage is written out row by
+    row as whole NT lines (Zen 3, AVX2, ratio to oneDNN's time in the harness at 1 thread
+    (2 threads), two runs each, without -> with: nChw16c -> nchw 64x96x64x64 0.95-1.01 ->
+    0.89-0.92 (0.82-1.00 -> 0.81-0.94), 32x96x64x64 1.11-1.23 -> 0.90-0.95 (0.97-1.02 ->
+    0.75-0.83), 256x96x32x32 0.91-1.06 -> 0.87-0.94 (0.80-0.83 -> 0.85); bf16 64x96x64x64,
+    ratio to copy, 1.11 -> 0.87 (1.04 -> 0.95)). Blocks of 8 (nChw8c -> nchw) measured no
+    gain and longer source runs of B (nhwc -> nchw, C=96: 16-256 B per row) lost; both are
+    left out. Transposes without padding or an epilogue whose destination rows are
+    contiguous along A; when the macro tiles are jobs, the jobs become chunks. Measured
+    with 32-byte vectors only (``ROW_STAGE_MAX_VECTOR``).
+    """
+    if vbytes >= ROW_STAGE_MAX_VECTOR or not ROW_STAGE_BYTES or tile.kind != "transpose":
+        return 0
+    if tile.b is None or len(ir.operands) != 2:
+        return 0
+    if tile.a2 is not None or tile.c is not None or tile.l is not None or tile.rows_contiguous:
+        return 0
+    if any(r.valid != r.extent or r.write != r.extent for r in ir.dims):
+        return 0
+    a, b = ir.nodes[tile.a], ir.nodes[tile.b]
+    dsz, ssz = ir.operands[0].dtype.size, ir.operands[1].dtype.size
+    if a.strides[0] != 1 or b.strides[0] is None or not _rows_share_l1_set(b.strides[0] * dsz):
+        return 0
+    if b.extent < 16 or b.extent * ssz > 64:  # blocks of 16 (nChw8c -> nchw measured no gain)
+        return 0
+    group = tile.M * tile.R
+    if (group * dsz) % 64:
+        return 0
+    k = min(a.extent // group, max(1, ROW_STAGE_ROW_BYTES // (group * dsz)),
+            ROW_STAGE_BYTES // (b.extent * group * dsz))
+    return k * group if k >= 1 else 0
 
 
 def _job_nodes(ir: LoopIR, tile: TileSpec, parallel: int) -> frozenset[int]:

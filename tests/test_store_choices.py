@@ -549,3 +549,78 @@ def test_rows_sharing_an_l1_set_take_eight_row_tiles(dims, stag, dtag, dt, l1):
     k = lj.compile_reorder(src, dst)
     for threads in ref.at_thread_counts((1, 2)):
         assert ref.kernel_matches_reference(k, seed=threads)
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, stage", [
+    ((3, 48, 32, 32), "nChw16c", "nchw", "f32", "f32", 256),   # planes 4 KB apart: 1 KB of each
+    ((2, 32, 64, 32), "nChw16c", "nchw", "bf16", "bf16", 512),  # 4 KB apart, 2-byte elements
+    ((2, 32, 32, 64), "nChw16c", "nchw", "f32", "bf16", 512),   # converted into the stage
+    ((4, 16, 32, 32), "nhwc", "nchw", "f32", "f32", 256),       # C=16: one block, same pattern
+    ((3, 48, 32, 32), "nChw8c", "nchw", "f32", "f32", 0),       # blocks of 8: measured no gain
+    ((2, 96, 32, 32), "nhwc", "nchw", "f32", "f32", 0),         # B longer than a line: none
+    ((3, 48, 30, 30), "nChw16c", "nchw", "f32", "f32", 0),      # planes 3600 B apart: none
+])
+@pytest.mark.parametrize("outer_jobs", [True, False])
+def test_rows_4k_apart_go_through_a_row_stage(monkeypatch, dims, stag, dtag, sdt, ddt, stage, outer_jobs):
+    """NT transposes into destination rows a multiple of 4 KB apart fill a small stage with
+    1 KB of each row and write it out row by row (Plan.row_stage); every byte exact at 1
+    and 2 threads, at aligned and misaligned destinations (which take plain stores). Jobs
+    over the outer indices, or (too few of them) over chunks of the rows."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
+    monkeypatch.setattr(plan_mod, "MIN_JOBS", 4 if outer_jobs else 64)
+    monkeypatch.setattr(plan_mod, "ROW_STAGE_MAX_VECTOR", 128)  # this host's vectors too
+    k = lj.compiler.build(M(dims, sdt, stag), M(dims, ddt, dtag))
+    p = k.plan
+    assert p.nt and p.row_stage == stage, p.describe()
+    assert not stage or p.macro_job != outer_jobs, p.describe()
+    if stage and not outer_jobs:
+        t = p.tile
+        assert p.jobs == plan_mod.outer_count(p.ir, t) * p.nodes[t.a].extent // stage, p.describe()
+    assert ("sto = " in k.source) == bool(stage)  # the row stage's first aligned element
+    rng = np.random.default_rng(7)
+    s, d = k.src_md, k.dst_md
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    want = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage))
+    ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
+
+
+@pytest.mark.parametrize("outer_jobs", [True, False])
+def test_row_stage_leaves_the_rest_of_a_row_direct(monkeypatch, outer_jobs):
+    """Rows of A = 1000 elements, 1024 apart (strided destination): chunks of 256 through
+    the stage (768), the remaining whole macro tiles and the tail tile straight to dst --
+    in one job's loops, or as a last job of each outer index (4 jobs per outer index)."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
+    monkeypatch.setattr(plan_mod, "MIN_JOBS", 4 if outer_jobs else 64)
+    monkeypatch.setattr(plan_mod, "ROW_STAGE_MAX_VECTOR", 128)
+    dims = (4, 32, 25, 40)
+    s = M(dims, "f32", "nChw16c")
+    d = M(dims, "f32", strides=(32 * 1024, 1024, 40, 1))
+    k = lj.compiler.build(s, d)
+    p = k.plan
+    t = p.tile
+    assert p.row_stage == 256 and p.nodes[t.a].extent == 1000, p.describe()
+    if outer_jobs:
+        assert "range(0, 768, 256)" in k.source and "range(768, 992, 32)" in k.source, k.source
+    else:
+        assert p.macro_job and p.jobs == 8 * 4, p.describe()
+        assert "< 3:" in k.source and "range(768, 992, 32)" in k.source, k.source
+    rng = np.random.default_rng(8)
+    x = ref.random_raw(s.get_size() // 4, "f32", rng)
+    want = ref.reorder(x, s, d, np.full(d.get_size() // 4, 7.0, np.float32))
+    for _ in ref.at_thread_counts((1, 2)):
+        y = lj.aligned_empty(d.get_size()).view(np.float32)
+        y[:] = 7.0  # the 24 elements between rows are not the tensor's: left as they were
+        k(x, y)
+        np.testing.assert_array_equal(y, want)
+
+
+def test_row_stages_only_with_32_byte_vectors():
+    """Measured with 32-byte vectors only: 64-byte ones keep their direct NT tiles."""
+    dims = (64, 96, 64, 64)  # nChw16c -> nchw, 201 MB: NT at every thread count
+    ir = lj.compiler.lower_and_plan(M(dims, "f32", "nChw16c"), M(dims, "f32", "nchw"), None)[0]
+    assert plan_mod.make_plan(ir, vbytes=32).row_stage == 256
+    assert plan_mod.make_plan(ir, vbytes=64).row_stage == 0
