@@ -208,6 +208,10 @@ MAX_TILE_SRC_BYTES = 2048
 MAX_TILE_NET_REGS = 16
 # Tiles that write whole blocks take enough columns to write whole lines (_transpose).
 BLOCK_TILE_LINES = True
+#: Tiles write two lines of each destination row where rows repeat every 4 modulo 4 KB
+#: (``_two_line_rows``); measured with 32-byte vectors only.
+TWO_LINE_ROWS = True
+TWO_LINE_ROWS_MAX_VECTOR = 64
 ALIASED_L1_ROWS = 8  # rows per tile when source rows share an L1 set (0: off); see _transpose
 STREAM_PREFETCH_BYTES = 2048  # see Plan.stream_prefetch (0: off)
 # Padded runs shorter than a line (nhwc -> nChw8c, C=3) are packed this many per call.
@@ -651,6 +655,31 @@ def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run
             TileSpec("lines", k, k + 1, R, 1, 1, False, k + 2))
 
 
+def _two_line_rows(ir: LoopIR, b: Node, dsz: int, ssz: int, vbytes: int) -> bool:
+    """Whether a transpose's tiles write two lines of each destination row (R = 32 f32).
+
+    Destination rows 1 or 3 KB apart modulo 4 KB (nhwc rows of C=256 or 768, nchw planes
+    of 112x112) repeat their address bits 11:0 every 4 rows. Non-temporal line stores into
+    such rows run slowly when lines of rows that repeat follow each other closely: a
+    write-only probe (Zen 3, 1 thread, lines from L1 into 16 rows 50176 B apart) moved
+    10-17 GB/s writing one line per row per pass and 40 GB/s writing two consecutive lines
+    per row; 50240 B apart, 34-40 either way. Tiles of two lines per row (32x4 f32 instead
+    of 16x8; with nChw16c sources this also brings the row-group prefetch of
+    ``_prefetch_rows``), ratio to copy at 1 thread (2 threads), A/B in one process, three
+    runs: nChw16c -> nchw 64x32x112x112 0.85-1.09 -> 0.60-0.80 (0.59-0.98 -> 0.54-0.74),
+    nchw -> nhwc 32x256x56x56 0.71-0.83 -> 0.65-0.74 (0.75-0.94 -> 0.71-0.92), nhwc ->
+    nchw 8x64x112x112 0.76-0.96 -> 0.70-0.81 (0.70-0.79 -> 0.60-0.73), nchw -> nhwc
+    32x768x28x28 0.99-1.12 -> 0.86-1.01 (0.96-1.14 -> 0.92-1.14); the 1 GiB nchw -> nhwc
+    equal. Rows 2 KB apart modulo 4 KB lost (nchw -> nhwc C=512 0.97 -> 1.09, ab -> ba
+    2560 columns 0.91 -> 1.22), and so did rows that do not repeat (120x120 planes, C=384)
+    and 2-byte destinations (64-row tiles). Only for tensors that take NT stores, measured
+    with 32-byte vectors only (``TWO_LINE_ROWS_MAX_VECTOR``).
+    """
+    if not TWO_LINE_ROWS or vbytes >= TWO_LINE_ROWS_MAX_VECTOR or dsz != 4 or b.strides[0] is None:
+        return False
+    return (b.strides[0] * dsz) % 4096 in (1024, 3072) and ir.total * (ssz + dsz) >= NT_MIN_TRANSPOSE_BYTES
+
+
 def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz: int, dsz: int,
                notes: list[str], allow_cols: bool = True) -> tuple[LoopIR, TileSpec | None, list[str]]:
     a, b = nodes[ia], nodes[ib]
@@ -679,6 +708,10 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         # Tiles take whole destination lines as rows (64 rows of 1-byte elements), with
         # fewer columns: half lines are plain stores, each paying an ownership read.
         R = min(a.extent, row_elems, MAX_TILE_ROWS)
+        if _two_line_rows(ir, b, dsz, ssz, vbytes):
+            R = min(a.extent, 2 * row_elems, MAX_TILE_ROWS)
+            notes.append(f"destination rows {b.strides[0] * dsz % 4096} B apart modulo 4 KB: tiles "
+                         f"write two lines of each row")
     if l1_rows:
         R = min(R, ALIASED_L1_ROWS)
     rows_contig = rows_contig and R == a.extent

@@ -40,6 +40,7 @@ examples:
   python -m perf --cases nchw-nhwc,small --threads 1 --repeats 15
   python -m perf --case 64x96x28x28:nchw:nChw16c:f32:bf16   your own pair
   python -m perf --case-file perf/pairs_outside.txt          52 pairs beyond the list
+  python -m perf --case-file perf/pairs_more.txt             36 more (112x112 planes, 5D, s8/u8)
   python -m perf --list               list the cases
   python -m perf --smoke --out /tmp/p tiny sizes, 1 repeat (tests)
 

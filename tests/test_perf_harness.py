@@ -204,6 +204,9 @@ def test_case_option_lists_the_given_pairs():
     p = subprocess.run([sys.executable, "-m", "perf", "--case-file", "perf/pairs_outside.txt", "--list"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "52 cases (--case)" in p.stdout, p.stderr
+    p = subprocess.run([sys.executable, "-m", "perf", "--case-file", "perf/pairs_more.txt", "--list"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "36 cases (--case)" in p.stdout, p.stderr
     p = subprocess.run([sys.executable, "-m", "perf", "--case-file", "no/such/file", "--list"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "--case-file" in p.stderr

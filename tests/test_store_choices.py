@@ -624,3 +624,45 @@ def test_row_stages_only_with_32_byte_vectors():
     ir = lj.compiler.lower_and_plan(M(dims, "f32", "nChw16c"), M(dims, "f32", "nchw"), None)[0]
     assert plan_mod.make_plan(ir, vbytes=32).row_stage == 256
     assert plan_mod.make_plan(ir, vbytes=64).row_stage == 0
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, two", [
+    ((2, 32, 16, 16), "nChw16c", "nchw", "f32", "f32", True),  # planes of 1 KB: repeat every 4
+    ((2, 256, 5, 7), "nchw", "nhwc", "f32", "f32", True),      # nhwc rows of 1 KB, 35 pixels
+    ((2, 48, 16, 48), "nhwc", "nchw", "f32", "f32", True),     # planes of 3 KB (3072 mod 4096)
+    ((2, 256, 6, 6), "nchw", "nhwc", "bf16", "f32", True),     # converted into 4-byte rows
+    ((2, 128, 5, 7), "nchw", "nhwc", "f32", "f32", False),     # 512 B rows: repeat every 8
+    ((2, 512, 3, 5), "nchw", "nhwc", "f32", "f32", False),     # 2 KB rows: measured a loss
+    ((2, 256, 5, 7), "nchw", "nhwc", "f32", "bf16", False),    # 2-byte destination
+])
+def test_rows_repeating_every_four_take_two_line_tiles(monkeypatch, dims, stag, dtag, sdt, ddt, two):
+    """NT transposes into destination rows 1 or 3 KB apart modulo 4 KB (their addresses
+    repeat every 4 rows) take tiles that write two lines of each row (32 f32 rows); other
+    strides and types keep one line. Every byte exact at 1 and 2 threads, at aligned and
+    misaligned destinations (the NT kernel with its tails, and its plain fallback)."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
+    monkeypatch.setattr(plan_mod, "TWO_LINE_ROWS_MAX_VECTOR", 128)  # this host's vectors too
+    k = lj.compiler.build(M(dims, sdt, stag), M(dims, ddt, dtag))
+    p = k.plan
+    t = p.tile
+    line = 64 // lj.MemoryDesc(dims, ddt, dtag).dtype.size
+    assert p.nt and t is not None and t.kind == "transpose", p.describe()
+    assert t.R == (2 * line if two else line), p.describe()
+    assert ("tiles write two lines of each row" in p.describe()) == two
+    rng = np.random.default_rng(sum(dims))
+    s, d = k.src_md, k.dst_md
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    want = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage))
+    ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
+
+
+def test_two_line_tiles_only_for_nt_sizes_and_32_byte_vectors():
+    """In-cache tensors (plain stores) and 64-byte vectors keep tiles of one line."""
+    small = lj.compiler.lower_and_plan(M((1, 256, 4, 4), "f32", "nchw"), M((1, 256, 4, 4), "f32", "nhwc"), None)[0]
+    assert plan_mod.make_plan(small, vbytes=32).tile.R == 16
+    dims = (32, 256, 56, 56)  # 206 MB: NT on every thread count
+    ir = lj.compiler.lower_and_plan(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"), None)[0]
+    assert plan_mod.make_plan(ir, vbytes=32).tile.R == 32
+    assert plan_mod.make_plan(ir, vbytes=64).tile.R == 16
