@@ -5,7 +5,8 @@ types and attributes against the numpy references, with guard pages and
 sentinels around every buffer) in isolated worker processes that share one
 fresh cache directory, until the time is up. Half of the workers plan with
 tiny parallel/non-temporal thresholds (``LAYOUTJIT_PARALLEL_MIN_BYTES``,
-``LAYOUTJIT_NT_MIN_BYTES``) so those code paths run on small tensors too.
+``LAYOUTJIT_NT_MIN_BYTES``, ``LAYOUTJIT_NT_MIN_TRANSPOSE_BYTES``) so those code paths run
+on small tensors too.
 
 Prints progress (cases, cases/s, failures) every ``--report`` seconds and, at
 the end, every distinct failure with a reproducer: Python code that reruns
@@ -109,6 +110,7 @@ def _spawn(i: int, out: Path, deadline: float, cache: Path, shrink: bool) -> sub
     if i % 2 == 1:
         env["LAYOUTJIT_PARALLEL_MIN_BYTES"] = "2048"
         env["LAYOUTJIT_NT_MIN_BYTES"] = "4096"
+        env["LAYOUTJIT_NT_MIN_TRANSPOSE_BYTES"] = "4096"
     args = [sys.executable, str(Path(__file__).resolve()), "--worker", "--out", str(out),
             "--deadline", repr(deadline)] + (["--shrink"] if shrink else [])
     return subprocess.Popen(args, env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL,
