@@ -1050,19 +1050,32 @@ class KernelWriter:
                                          f"({cexpr}) * {G} + ({rel}) * {V})")
                     rows = self.src_rows[a0:a0 + R] if self.src_rows is not None else None
                     if stage is not None:
-                        ps = self.plan.row_stage + max(1, 64 // self.ops[0].dtype.size)
+                        ps = self._stage_pitch()
                         self._emit_transpose(dep3, so, f"sto + ({aexpr}) - {stage} + ({cexpr}) * {ps}", sA,
                                              ps, R, V, Rv, Vv, A, B, False, xo, target="stage")
                         continue
                     self._emit_transpose(dep3, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo, rows=rows)
 
-        if group_var is not None and self.plan.row_stage:
+        gsz, P = t.M * t.R, self.plan.row_stage
+        staging = bool(P) and nt and not zero and self.ep.direct  # Plan.row_stage, NT path
+
+        def emit_rest(dep: int, start: int) -> None:
+            """The uniform groups from row ``start`` on (a loop, or one group), then the others."""
+            if nuni * gsz - start > gsz:
+                gv = self.w.var("g")
+                self.w.put(dep, f"for {gv} in range({start}, {nuni * gsz}, {gsz}):")
+                emit_group(dep + 1, groups[0], gv)
+            elif nuni * gsz > start:
+                emit_group(dep, groups[0], str(start))
+            for gi in range(nuni, len(groups)):
+                emit_group(dep, groups[gi], str(groups[gi][0][0]))
+
+        if group_var is not None and P:
             # jobs are chunks of P rows of A (the last one: what is left), staged where the
             # stores are NT
-            gsz, P = t.M * t.R, self.plan.row_stage
             nch = nuni * gsz // P
             self.w.put(depth, f"if {group_var} < {nch}:")
-            if nt and not zero and self.ep.direct:
+            if staging:
                 self._row_stage_chunk(depth + 1, f"{group_var} * {P}", P, gsz, groups[0], emit_group,
                                       offs[0], A, wrB, dB)
             else:
@@ -1071,17 +1084,9 @@ class KernelWriter:
                 emit_group(depth + 2, groups[0], gv)
             if nch * P < nuni * gsz or len(groups) > nuni:
                 self.w.put(depth, "else:")
-                if nuni * gsz - nch * P > gsz:
-                    gv = self.w.var("g")
-                    self.w.put(depth + 1, f"for {gv} in range({nch * P}, {nuni * gsz}, {gsz}):")
-                    emit_group(depth + 2, groups[0], gv)
-                elif nuni * gsz > nch * P:
-                    emit_group(depth + 1, groups[0], str(nch * P))
-                for gi in range(nuni, len(groups)):
-                    emit_group(depth + 1, groups[gi], str(groups[gi][0][0]))
+                emit_rest(depth + 1, nch * P)
             return
         if group_var is not None:
-            gsz = t.M * t.R
             first = True
             if nuni:
                 self.w.put(depth, f"if {group_var} < {nuni}:")
@@ -1092,23 +1097,13 @@ class KernelWriter:
                 emit_group(depth + 1, groups[gi], str(groups[gi][0][0]))
                 first = False
             return
-        gsz = t.M * t.R
-        P = self.plan.row_stage
         staged = 0  # rows of A written through the row stage (Plan.row_stage)
-        if P and nt and not zero and self.ep.direct and t.c is None and nuni * gsz >= P:
+        if staging and nuni * gsz >= P:
             staged = nuni * gsz // P * P
             pv = self.w.var("p")
             self.w.put(depth, f"for {pv} in range(0, {staged}, {P}):")
             self._row_stage_chunk(depth + 1, pv, P, gsz, groups[0], emit_group, offs[0], A, wrB, dB)
-        left = nuni - staged // gsz  # uniform groups after the staged chunks
-        if left > 1:
-            gv = self.w.var("g")
-            self.w.put(depth, f"for {gv} in range({staged}, {nuni * gsz}, {gsz}):")
-            emit_group(depth + 1, groups[0], gv)
-        elif left == 1:
-            emit_group(depth, groups[0], str(staged))
-        for gi in range(nuni, len(groups)):
-            emit_group(depth, groups[gi], str(groups[gi][0][0]))
+        emit_rest(depth, staged)
 
     def _period_lines(self, depth: int, offs: list[str], state: dict, nt: bool,
                       group_var: str | None, zero: bool) -> None:
@@ -1219,15 +1214,18 @@ class KernelWriter:
             self.tables[key] = f"TAB{len(self.tables)}"
         return self.tables[key]
 
+    def _stage_pitch(self) -> int:
+        """Elements between two rows of the row stage: P and a line (rows off one L1 set)."""
+        return self.plan.row_stage + max(1, 64 // self.ops[0].dtype.size)
+
     def _row_stage_chunk(self, depth: int, p0: str, P: int, gsz: int, group: list,
                          emit_group: Callable[..., None], dbase: str, A: Node, rows: int, dB: int) -> None:
         """``Plan.row_stage``: P rows of A from ``p0``. The chunk's macro tiles fill ``stage``
         (destination row c at ``sto + c*(P + q)``), then the chunk goes out row by row as
         whole non-temporal lines."""
         w = self.w
-        dsz = self.ops[0].dtype.size
-        q = max(1, 64 // dsz)
-        ps = P + q
+        q = max(1, 64 // self.ops[0].dtype.size)
+        ps = self._stage_pitch()
         self.stage_elems = max(self.stage_elems, rows * ps + q)
         gv, cv, xv = w.var("g"), w.var("c"), w.var("x")
         w.put(depth, f"for {gv} in range({p0}, {p0} + {P}, {gsz}):")
