@@ -209,8 +209,9 @@ MAX_TILE_NET_REGS = 16
 # Tiles that write whole blocks take enough columns to write whole lines (_transpose).
 BLOCK_TILE_LINES = True
 #: Tiles write two lines of each destination row where rows repeat every 4 modulo 4 KB
-#: (``_two_line_rows``); measured with 32-byte vectors only.
-TWO_LINE_ROWS = True
+#: (``_two_line_rows``; ``LAYOUTJIT_TWO_LINE_ROWS=0`` turns it off); measured with 32-byte
+#: vectors only.
+TWO_LINE_ROWS = os.environ.get("LAYOUTJIT_TWO_LINE_ROWS", "1") != "0"
 TWO_LINE_ROWS_MAX_VECTOR = 64
 ALIASED_L1_ROWS = 8  # rows per tile when source rows share an L1 set (0: off); see _transpose
 STREAM_PREFETCH_BYTES = 2048  # see Plan.stream_prefetch (0: off)
