@@ -96,6 +96,33 @@ def llc_bytes() -> int:
     return best or 32 * 1024 * 1024
 
 
+def l2_set_period() -> int:
+    """Bytes after which addresses map to the same L2 set (sets x line size, sysfs); 64 KiB
+    (Zen 3's 512 KiB 8-way L2, Skylake-SP's 1 MiB 16-way) when unknown."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(base)):
+            d = os.path.join(base, entry)
+            try:
+                with open(os.path.join(d, "level")) as f:
+                    if f.read().strip() != "2":
+                        continue
+                with open(os.path.join(d, "type")) as f:
+                    if f.read().strip() == "Instruction":
+                        continue
+                with open(os.path.join(d, "number_of_sets")) as f:
+                    sets = int(f.read().strip())
+                with open(os.path.join(d, "coherency_line_size")) as f:
+                    line = int(f.read().strip())
+            except (OSError, ValueError):
+                continue
+            if sets > 0 and line > 0:
+                return sets * line
+    except OSError:
+        pass
+    return 64 * 1024
+
+
 # Problems whose traffic (src + dst bytes) exceeds this use non-temporal stores where a
 # micro-kernel writes whole lines. Measured on Zen 5: for traffic beyond half the
 # last-level cache NT stores are 1.5-3x faster (a transpose's scattered plain stores wait
@@ -214,6 +241,9 @@ BLOCK_TILE_LINES = True
 TWO_LINE_ROWS = os.environ.get("LAYOUTJIT_TWO_LINE_ROWS", "1") != "0"
 TWO_LINE_ROWS_MAX_VECTOR = 64
 ALIASED_L1_ROWS = 8  # rows per tile when source rows share an L1 set (0: off); see _transpose
+#: Source rows an NT transpose reads side by side when they share an L2 set (0: off); see
+#: ``_l2_aliased_rows``.
+ALIASED_L2_STREAMS = int(os.environ.get("LAYOUTJIT_ALIASED_L2_STREAMS", 16))
 STREAM_PREFETCH_BYTES = 2048  # see Plan.stream_prefetch (0: off)
 # Padded runs shorter than a line (nhwc -> nChw8c, C=3) are packed this many per call.
 PACKED_RUNS = 16
@@ -656,7 +686,7 @@ def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run
             TileSpec("lines", k, k + 1, R, 1, 1, False, k + 2))
 
 
-def _two_line_rows(ir: LoopIR, b: Node, dsz: int, ssz: int, vbytes: int) -> bool:
+def _two_line_rows(ir: LoopIR, a: Node, b: Node, dsz: int, ssz: int, vbytes: int) -> bool:
     """Whether a transpose's tiles write two lines of each destination row (R = 32 f32).
 
     Destination rows 1 or 3 KB apart modulo 4 KB (nhwc rows of C=256 or 768, nchw planes
@@ -679,8 +709,39 @@ def _two_line_rows(ir: LoopIR, b: Node, dsz: int, ssz: int, vbytes: int) -> bool
     """
     if not TWO_LINE_ROWS or vbytes >= TWO_LINE_ROWS_MAX_VECTOR or dsz != 4 or b.strides[0] is None:
         return False
+    if _l2_aliased_rows(ir, a, b, ssz, dsz):
+        return False
     nt_from = min(NT_MIN_BYTES, NT_MIN_TRANSPOSE_BYTES or NT_MIN_BYTES)  # nt_min_bytes of a transpose
     return (b.strides[0] * dsz) % 4096 in (1024, 3072) and ir.total * (ssz + dsz) >= nt_from
+
+
+#: Addresses this far apart (a multiple of it) map to one L2 set (see ``l2_set_period``).
+L2_SET_PERIOD = l2_set_period()
+
+
+def _l2_aliased_rows(ir: LoopIR, a: Node, b: Node, ssz: int, dsz: int) -> bool:
+    """Whether an NT transpose's source rows (A's source stride) all land in one L2 set.
+
+    Then the lines the L2 streamer fetches ahead for each row compete for one set's ways,
+    and reading 32 rows side by side runs far below reading 16. Read-only probe (Zen 3, 1
+    thread, one line per row per visit, 512 MB): rows 64 KB apart 15.5 GB/s for 16 rows,
+    5.8 for 32 (16 KB apart: 15.6 and 8.6; 12544 B: 13.5 and 8.8). Such transposes read at
+    most ``ALIASED_L2_STREAMS`` rows side by side and drop two-line tiles. Ratio to copy at
+    1 thread (2 threads), A/B in one process, without -> with: ncdhw -> ndhwc
+    8x32x32x64x64 0.86-0.88 -> 0.43-0.66 (0.83-0.86 -> 0.49-0.56); nchw -> nhwc with
+    128x128 planes, 16x64 0.82-0.87 -> 0.62-0.68 (0.74-0.79 -> 0.60-0.70), 8x256 1.03-1.20
+    -> 0.99-2.70 (0.83-1.08 -> 0.84-1.08), 64x256 (the 1 GiB case) 1.86-3.58 -> 1.64-1.95
+    (1.86-1.98 -> 1.47-1.56) in four runs; 4x64x256x256 0.85 -> 0.69 (0.86 -> 0.68). Not
+    where the destination rows share an L1 set too: there the second tile of a macro tile
+    writes each row's next line (``_two_line_rows``), and ab -> ba 2048x16384 lost (0.95 ->
+    0.92-1.09 (0.77-0.80 -> 0.93-1.09)). Only for tensors that take NT stores.
+    """
+    if not ALIASED_L2_STREAMS or a.strides[1] is None or L2_SET_PERIOD <= 0:
+        return False
+    if b.strides[0] is None or _rows_share_l1_set(b.strides[0] * dsz):
+        return False
+    nt_from = min(NT_MIN_BYTES, NT_MIN_TRANSPOSE_BYTES or NT_MIN_BYTES)  # nt_min_bytes of a transpose
+    return (a.strides[1] * ssz) % L2_SET_PERIOD == 0 and ir.total * (ssz + dsz) >= nt_from
 
 
 def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz: int, dsz: int,
@@ -711,7 +772,7 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         # Tiles take whole destination lines as rows (64 rows of 1-byte elements), with
         # fewer columns: half lines are plain stores, each paying an ownership read.
         R = min(a.extent, row_elems, MAX_TILE_ROWS)
-        if _two_line_rows(ir, b, dsz, ssz, vbytes):
+        if _two_line_rows(ir, a, b, dsz, ssz, vbytes):
             R = min(a.extent, 2 * row_elems, MAX_TILE_ROWS)
             notes.append(f"destination rows {b.strides[0] * dsz % 4096} B apart modulo 4 KB: tiles "
                          f"write two lines of each row")
@@ -739,6 +800,10 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     # Source rows read side by side: a blocked destination (whole blocks written) prefers
     # fewer streams than a full transpose (measured on Zen 5: 16 vs 32).
     streams = READ_STREAMS_BLOCKED if rows_contig else READ_STREAMS
+    if _l2_aliased_rows(ir, a, b, ssz, dsz):
+        streams = min(streams, ALIASED_L2_STREAMS)
+        notes.append(f"source rows a multiple of {L2_SET_PERIOD} B apart (one L2 set): "
+                     f"at most {ALIASED_L2_STREAMS} read side by side")
     M = max(1, min(-(-a.extent // R), streams // R))
     # (Tiles whose rows are one whole line -- f32 -> bf16 nchw -> nhwc, 32 rows -- once took
     # two per macro tile, to write two lines of each destination row. Measured again with

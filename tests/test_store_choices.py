@@ -666,3 +666,48 @@ def test_two_line_tiles_only_for_nt_sizes_and_32_byte_vectors():
     ir = lj.compiler.lower_and_plan(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"), None)[0]
     assert plan_mod.make_plan(ir, vbytes=32).tile.R == 32
     assert plan_mod.make_plan(ir, vbytes=64).tile.R == 16
+
+
+@pytest.mark.parametrize("dims, stag, dtag, R, m, aliased", [
+    ((2, 256, 32, 32), "nchw", "nhwc", 16, 1, True),       # planes of 4 KB: not two-line tiles
+    ((2, 32, 4, 16, 16), "ncdhw", "ndhwc", 16, 1, True),    # 16 rows, not two tiles of 16
+    ((32, 1024), "ab", "ba", 16, 1, True),                  # rows of 4 KB into rows of 128 B
+    ((1024, 1024), "ab", "ba", 16, 2, False),               # destination rows 4 KB apart too
+    ((2, 256, 31, 32), "nchw", "nhwc", 32, 1, False),       # planes of 3968 B
+])
+def test_rows_sharing_an_l2_set_are_read_sixteen_at_a_time(monkeypatch, dims, stag, dtag, R, m, aliased):
+    """NT transposes whose source rows are a multiple of the L2 set period apart read at most
+    ALIASED_L2_STREAMS rows side by side and take no two-line tiles, unless the destination
+    rows share an L1 set as well. The period is shrunk to 4 KB so that small tensors show the
+    plans; every byte exact at 1 and 2 threads, aligned and misaligned destinations."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
+    monkeypatch.setattr(plan_mod, "TWO_LINE_ROWS_MAX_VECTOR", 128)  # this host's vectors too
+    monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", 4096)
+    k = lj.compiler.build(M(dims, "f32", stag), M(dims, "f32", dtag))
+    p = k.plan
+    t = p.tile
+    assert p.nt and t is not None and t.kind == "transpose", p.describe()
+    assert (t.R, t.M) == (R, m), p.describe()
+    assert ("one L2 set" in p.describe()) == aliased, p.describe()
+    rng = np.random.default_rng(sum(dims))
+    s, d = k.src_md, k.dst_md
+    x = ref.random_raw(s.get_size() // 4, "f32", rng)
+    want = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32))
+    ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
+
+
+def test_l2_rows_rule_only_for_nt_sizes():
+    """In-cache tensors keep their tiles; the set period comes from sysfs (or 64 KiB)."""
+    assert plan_mod.L2_SET_PERIOD > 0 and plan_mod.L2_SET_PERIOD % 64 == 0
+    dims = (1, 64, 128, 128)  # 8 MB of traffic: plain stores (NT from a third of the LLC)
+    ir = lj.compiler.lower_and_plan(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"), None)[0]
+    if ir.total * 8 < min(plan_mod.NT_MIN_BYTES, plan_mod.NT_MIN_TRANSPOSE_BYTES or plan_mod.NT_MIN_BYTES):
+        assert "one L2 set" not in plan_mod.make_plan(ir, vbytes=32).describe()
+    dims = (16, 64, 128, 128)  # 134 MB: NT
+    ir = lj.compiler.lower_and_plan(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"), None)[0]
+    p = plan_mod.make_plan(ir, vbytes=32)
+    want = (64 * 1024) % plan_mod.L2_SET_PERIOD == 0
+    assert ("one L2 set" in p.describe()) == want, p.describe()
+    assert (p.tile.M * p.tile.R <= 16) == want, p.describe()
