@@ -12,7 +12,8 @@ Passes, in order (each is a function from IR to IR you can call and print):
    R x V register tile (``simd.tile``) with R rows filling one destination line
    (or the block), V from the vector width and a shuffle network of at most 16
    registers (``MAX_TILE_NET_REGS``: spilling networks ran 2-2.5x slower), M micro
-   tiles per macro tile so that ~32 source rows are read side by side, and tiles
+   tiles per macro tile so that ~32 source rows are read side by side (16 where they
+   are a multiple of the L2 set period apart: ``_l2_aliased_rows``), and tiles
    reading part of each source line (16-/8-bit) read 8 KB a step
    (``PARTIAL_LINE_STEP_BYTES``); tiles that write whole blocks take enough
    columns to write whole lines (nchw -> nhwc C=3: 3x16 f32 with 32-byte vectors,
