@@ -802,9 +802,10 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     # fewer streams than a full transpose (measured on Zen 5: 16 vs 32).
     streams = READ_STREAMS_BLOCKED if rows_contig else READ_STREAMS
     if _l2_aliased_rows(ir, a, b, ssz, dsz):
+        if max(1, ALIASED_L2_STREAMS // R) < streams // R:  # (a tile's own rows stay)
+            notes.append(f"source rows a multiple of {L2_SET_PERIOD} B apart (one L2 set): "
+                         f"at most {ALIASED_L2_STREAMS} read side by side")
         streams = min(streams, ALIASED_L2_STREAMS)
-        notes.append(f"source rows a multiple of {L2_SET_PERIOD} B apart (one L2 set): "
-                     f"at most {ALIASED_L2_STREAMS} read side by side")
     M = max(1, min(-(-a.extent // R), streams // R))
     # (Tiles whose rows are one whole line -- f32 -> bf16 nchw -> nhwc, 32 rows -- once took
     # two per macro tile, to write two lines of each destination row. Measured again with
