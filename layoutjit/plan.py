@@ -77,50 +77,47 @@ from .ir import LoopIR, Node
 
 # Problems moving fewer bytes than this run in one serial call (no thread launch).
 PARALLEL_MIN_BYTES = int(os.environ.get("LAYOUTJIT_PARALLEL_MIN_BYTES", 256 * 1024))
+def _sysfs_caches() -> list[dict[str, str]]:
+    """cpu0's caches as sysfs describes them (one dict of its files' text per cache)."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    caches = []
+    try:
+        entries = sorted(os.listdir(base))
+    except OSError:
+        return []
+    for entry in entries:
+        info = {}
+        for key in ("level", "type", "size", "number_of_sets", "coherency_line_size"):
+            try:
+                with open(os.path.join(base, entry, key)) as f:
+                    info[key] = f.read().strip()
+            except OSError:
+                pass
+        caches.append(info)
+    return caches
+
+
 def llc_bytes() -> int:
     """Size of the last-level cache (sysfs), 32 MiB when unknown."""
     best = 0
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in os.listdir(base):
-            try:
-                with open(os.path.join(base, entry, "size")) as f:
-                    text = f.read().strip()
-            except OSError:
-                continue
-            mult = {"K": 1024, "M": 1024 * 1024, "G": 1024 ** 3}.get(text[-1:], 1)
-            num = text[:-1] if text[-1:] in "KMG" else text
-            if num.isdigit():
-                best = max(best, int(num) * mult)
-    except OSError:
-        pass
+    for info in _sysfs_caches():
+        text = info.get("size", "")
+        mult = {"K": 1024, "M": 1024 * 1024, "G": 1024 ** 3}.get(text[-1:], 1)
+        num = text[:-1] if text[-1:] in "KMG" else text
+        if num.isdigit():
+            best = max(best, int(num) * mult)
     return best or 32 * 1024 * 1024
 
 
 def l2_set_period() -> int:
     """Bytes after which addresses map to the same L2 set (sets x line size, sysfs); 64 KiB
     (Zen 3's 512 KiB 8-way L2, Skylake-SP's 1 MiB 16-way) when unknown."""
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in sorted(os.listdir(base)):
-            d = os.path.join(base, entry)
-            try:
-                with open(os.path.join(d, "level")) as f:
-                    if f.read().strip() != "2":
-                        continue
-                with open(os.path.join(d, "type")) as f:
-                    if f.read().strip() == "Instruction":
-                        continue
-                with open(os.path.join(d, "number_of_sets")) as f:
-                    sets = int(f.read().strip())
-                with open(os.path.join(d, "coherency_line_size")) as f:
-                    line = int(f.read().strip())
-            except (OSError, ValueError):
-                continue
-            if sets > 0 and line > 0:
-                return sets * line
-    except OSError:
-        pass
+    for info in _sysfs_caches():
+        if info.get("level") != "2" or info.get("type") == "Instruction":
+            continue
+        sets, line = info.get("number_of_sets", ""), info.get("coherency_line_size", "")
+        if sets.isdigit() and line.isdigit() and int(sets) > 0 and int(line) > 0:
+            return int(sets) * int(line)
     return 64 * 1024
 
 
@@ -176,9 +173,20 @@ def nt_min_bytes(tile: TileSpec) -> int:
     -> s8 1.86 -> 1.08, 16x128x28x28 2.20 -> 0.94, f32 -> bf16 2.68 -> 0.98, 2x256x56x56
     1.43 -> 1.57.
     """
-    if tile.kind == "transpose" and NT_MIN_TRANSPOSE_BYTES:
+    return _nt_min_for(tile.kind)
+
+
+def _nt_min_for(kind: str) -> int:
+    """``nt_min_bytes`` of a micro-kernel kind."""
+    if kind == "transpose" and NT_MIN_TRANSPOSE_BYTES:
         return min(NT_MIN_BYTES, NT_MIN_TRANSPOSE_BYTES)
     return NT_MIN_BYTES
+
+
+def _transpose_takes_nt(ir: LoopIR, ssz: int, dsz: int) -> bool:
+    """Whether a register transpose of ir moves enough bytes for NT stores on one thread
+    (``nt_min_bytes``), asked by rules measured on NT transposes before the tile exists."""
+    return ir.total * (ssz + dsz) >= _nt_min_for("transpose")
 
 
 def nt_split_min_bytes(tile: TileSpec) -> int:
@@ -712,8 +720,7 @@ def _two_line_rows(ir: LoopIR, a: Node, b: Node, dsz: int, ssz: int, vbytes: int
         return False
     if _l2_aliased_rows(ir, a, b, ssz, dsz):
         return False
-    nt_from = min(NT_MIN_BYTES, NT_MIN_TRANSPOSE_BYTES or NT_MIN_BYTES)  # nt_min_bytes of a transpose
-    return (b.strides[0] * dsz) % 4096 in (1024, 3072) and ir.total * (ssz + dsz) >= nt_from
+    return (b.strides[0] * dsz) % 4096 in (1024, 3072) and _transpose_takes_nt(ir, ssz, dsz)
 
 
 #: Addresses this far apart (a multiple of it) map to one L2 set (see ``l2_set_period``).
@@ -741,8 +748,7 @@ def _l2_aliased_rows(ir: LoopIR, a: Node, b: Node, ssz: int, dsz: int) -> bool:
         return False
     if b.strides[0] is None or _rows_share_l1_set(b.strides[0] * dsz):
         return False
-    nt_from = min(NT_MIN_BYTES, NT_MIN_TRANSPOSE_BYTES or NT_MIN_BYTES)  # nt_min_bytes of a transpose
-    return (a.strides[1] * ssz) % L2_SET_PERIOD == 0 and ir.total * (ssz + dsz) >= nt_from
+    return (a.strides[1] * ssz) % L2_SET_PERIOD == 0 and _transpose_takes_nt(ir, ssz, dsz)
 
 
 def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz: int, dsz: int,

@@ -698,16 +698,22 @@ def test_rows_sharing_an_l2_set_are_read_sixteen_at_a_time(monkeypatch, dims, st
     ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
 
 
-def test_l2_rows_rule_only_for_nt_sizes():
-    """In-cache tensors keep their tiles; the set period comes from sysfs (or 64 KiB)."""
-    assert plan_mod.L2_SET_PERIOD > 0 and plan_mod.L2_SET_PERIOD % 64 == 0
-    dims = (1, 64, 128, 128)  # 8 MB of traffic: plain stores (NT from a third of the LLC)
-    ir = lj.compiler.lower_and_plan(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"), None)[0]
-    if ir.total * 8 < min(plan_mod.NT_MIN_BYTES, plan_mod.NT_MIN_TRANSPOSE_BYTES or plan_mod.NT_MIN_BYTES):
-        assert "one L2 set" not in plan_mod.make_plan(ir, vbytes=32).describe()
-    dims = (16, 64, 128, 128)  # 134 MB: NT
-    ir = lj.compiler.lower_and_plan(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"), None)[0]
-    p = plan_mod.make_plan(ir, vbytes=32)
-    want = (64 * 1024) % plan_mod.L2_SET_PERIOD == 0
-    assert ("one L2 set" in p.describe()) == want, p.describe()
-    assert (p.tile.M * p.tile.R <= 16) == want, p.describe()
+def test_l2_rows_rule_only_for_nt_sizes(monkeypatch):
+    """In-cache tensors (plain stores) keep their tiles: the same 64 KB planes take 16 rows
+    once the transpose takes NT stores. The period comes from sysfs (64 KiB unknown)."""
+    assert plan_mod.l2_set_period() > 0 and plan_mod.l2_set_period() % 64 == 0
+    monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", 64 * 1024)
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 40 << 20)      # split threshold 60 MB
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
+    monkeypatch.setattr(plan_mod, "TWO_LINE_ROWS_MAX_VECTOR", 128)  # this host's vectors too
+    for n, nt in ((1, False), (4, True)):  # one image: 32 MB of traffic; four: 128 MB
+        dims = (n, 256, 128, 128)
+        ir = lj.compiler.lower_and_plan(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"), None)[0]
+        p = plan_mod.make_plan(ir, vbytes=32)
+        assert p.nt == nt, p.describe()
+        assert ("one L2 set" in p.describe()) == nt, p.describe()
+        if nt:
+            assert (p.tile.R, p.tile.M) == (16, 1), p.describe()
+        else:
+            assert p.tile.M * p.tile.R > 16, p.describe()
