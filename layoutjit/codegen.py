@@ -1010,6 +1010,23 @@ class KernelWriter:
                 return
             for run in bruns:
                 c_first, V, Vv = run[0]
+                span = len(run) * t.V
+                ahead = t.skew % span if len(run) > 1 and len(gr) == 2 else 0
+                if ahead:
+                    # plan.skewed_tiles: the second tile runs `ahead` columns in front of the
+                    # first -- alone over the run's first columns, then beside it, then the
+                    # first alone over the last ones (no wrap-around: it measured slower)
+                    assert stage is None and not self.plan.prefetch and self.src_rows is None
+                    stop = c_first + span
+                    for lo, hi, ms in ((c_first, c_first + ahead, (1,)), (c_first, stop - ahead, (0, 1)),
+                                       (stop - ahead, stop, (0,))):
+                        cv = self.w.var("c")
+                        self.w.put(dep, f"for {cv} in range({lo}, {hi}, {t.V}):")
+                        for m in ms:
+                            col = f"{cv} + {ahead}" if len(ms) == 2 and m == 1 else cv
+                            a0, R, Rv = gr[m]
+                            emit_tile(dep + 1, "", a0, R, Rv, col, V, Vv, gr, base, stage)
+                    continue
                 if len(run) > 1:
                     cv = self.w.var("c")
                     self.w.put(dep, f"for {cv} in range({c_first}, {run[-1][0] + t.V}, {t.V}):")
@@ -1032,29 +1049,34 @@ class KernelWriter:
                     rest = gr
                 items += [(d2, "", a0, R, Rv) for a0, R, Rv in rest]
                 for dep3, av, a0, R, Rv in items:
-                    aexpr = f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
-                    if av:
-                        aexpr = f"{aexpr} + {av}"
-                    so = f"{offs[1]} + ({aexpr}) * {sA} + ({cexpr}) * {B.strides[1]}"
-                    do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
-                    xo = [f"{offs[k]} + ({aexpr}) * {A.strides[k]} + ({cexpr}) * {B.strides[k]}"
-                          for k in range(len(self.ops))]
-                    if self.plan.prefetch and Rv and Vv:
-                        # this tile's share of the next group's source block: its own size,
-                        # at its position in the group's (column step, row tile) order
-                        G = t.M * t.R
-                        rel = f"{a0 - gr[0][0]}" + (f" + {av}" if av else "")
-                        pf = self._micro(("prefetch", -(-R * V * self.ops[1].dtype.size // 64) * 64,
-                                          self.plan.prefetch_l2))
-                        self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
-                                         f"({cexpr}) * {G} + ({rel}) * {V})")
-                    rows = self.src_rows[a0:a0 + R] if self.src_rows is not None else None
-                    if stage is not None:
-                        ps = self._stage_pitch()
-                        self._emit_transpose(dep3, so, f"sto + ({aexpr}) - {stage} + ({cexpr}) * {ps}", sA,
-                                             ps, R, V, Rv, Vv, A, B, False, xo, target="stage")
-                        continue
-                    self._emit_transpose(dep3, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo, rows=rows)
+                    emit_tile(dep3, av, a0, R, Rv, cexpr, V, Vv, gr, base, stage)
+
+        def emit_tile(dep3: int, av: str, a0: int, R: int, Rv: int, cexpr: str, V: int, Vv: int,
+                      gr: list, base: str, stage: str | None) -> None:
+            """One register tile of a macro tile: rows ``a0`` (+ ``av``), columns ``cexpr``."""
+            aexpr = f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
+            if av:
+                aexpr = f"{aexpr} + {av}"
+            so = f"{offs[1]} + ({aexpr}) * {sA} + ({cexpr}) * {B.strides[1]}"
+            do = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({cexpr}) * {dB}"
+            xo = [f"{offs[k]} + ({aexpr}) * {A.strides[k]} + ({cexpr}) * {B.strides[k]}"
+                  for k in range(len(self.ops))]
+            if self.plan.prefetch and Rv and Vv:
+                # this tile's share of the next group's source block: its own size,
+                # at its position in the group's (column step, row tile) order
+                G = t.M * t.R
+                rel = f"{a0 - gr[0][0]}" + (f" + {av}" if av else "")
+                pf = self._micro(("prefetch", -(-R * V * self.ops[1].dtype.size // 64) * 64,
+                                  self.plan.prefetch_l2))
+                self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
+                                 f"({cexpr}) * {G} + ({rel}) * {V})")
+            rows = self.src_rows[a0:a0 + R] if self.src_rows is not None else None
+            if stage is not None:
+                ps = self._stage_pitch()
+                self._emit_transpose(dep3, so, f"sto + ({aexpr}) - {stage} + ({cexpr}) * {ps}", sA,
+                                     ps, R, V, Rv, Vv, A, B, False, xo, target="stage")
+                return
+            self._emit_transpose(dep3, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo, rows=rows)
 
         gsz, P = t.M * t.R, self.plan.row_stage
         staging = bool(P) and nt and not zero and self.ep.direct  # Plan.row_stage, NT path

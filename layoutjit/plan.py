@@ -253,6 +253,11 @@ ALIASED_L1_ROWS = 8  # rows per tile when source rows share an L1 set (0: off); 
 #: Source rows an NT transpose reads side by side when they share an L2 set (0: off); see
 #: ``_l2_aliased_rows``.
 ALIASED_L2_STREAMS = int(os.environ.get("LAYOUTJIT_ALIASED_L2_STREAMS", 16))
+#: Bytes of the source rows by which the second row tile of a macro tile runs ahead of the
+#: first where ``skewed_tiles`` applies (``LAYOUTJIT_SKEW_BYTES``; 0: off).
+SKEW_BYTES = int(os.environ.get("LAYOUTJIT_SKEW_BYTES", 2048))
+SKEW_MIN_ROW_BYTES = 512  # destination rows at least this long (see skewed_tiles)
+SKEW_MAX_VECTOR = 64  # skewed tiles only with vectors shorter than this (measured with 32 B)
 STREAM_PREFETCH_BYTES = 2048  # see Plan.stream_prefetch (0: off)
 # Padded runs shorter than a line (nhwc -> nChw8c, C=3) are packed this many per call.
 PACKED_RUNS = 16
@@ -361,6 +366,7 @@ class TileSpec:
     l: int | None = None  # noqa: E741 - the run node of kind "lines"
     c: int | None = None  # kind "transpose": node continuing B's source run (see cols_table)
     a2: int | None = None  # kind "transpose": node continuing A's destination line (src_rows)
+    skew: int = 0  # kind "transpose": columns of B the m-th tile of a macro tile runs m*skew ahead
 
     @property
     def nodes(self) -> tuple[int, ...]:
@@ -727,6 +733,43 @@ def _two_line_rows(ir: LoopIR, a: Node, b: Node, dsz: int, ssz: int, vbytes: int
 L2_SET_PERIOD = l2_set_period()
 
 
+def skewed_tiles(ir: LoopIR, tile: TileSpec, vbytes: int) -> int:
+    """Columns of B by which the second of two row tiles runs ahead of the first; 0: none.
+
+    An L2-aliased NT transpose (``_l2_aliased_rows``) reads 16 rows side by side, so it
+    writes one line of each destination row per pass, and into rows of 512 B or more that
+    write pattern alone costs most of the time: writing only, lines from L1 into nhwc rows
+    of C=256 (1 KB), 1.68x the time of a copy of the same bytes with one line per row per
+    pass, 1.03 with two, 0.78 with whole rows (C=512: 2.14, 1.36, 1.12 with four; Zen 3, 1
+    thread). Two tiles of 16 rows at one column write two lines of each row but put 32
+    rows' lines in each L2 set (2.2x copy on the 1 GiB nchw -> nhwc). With the second
+    tile ``SKEW_BYTES`` ahead along the source rows each L2 set again holds the lines of 16
+    rows, and every destination row still gets two lines per pass, a few microseconds
+    apart. The lead tile runs alone over the run's first columns and the other alone over
+    its last ones (a wrap-around, the lead tile going back to the row's start, measured
+    1.71-1.85: as slow as no skew). Probe, nchw -> nhwc f32 with 128x128 planes, ratio to
+    copy at 1 thread, medians of 5-7, 16 rows -> skewed 2 KB: C=256 (1 GiB) 1.63-1.97 ->
+    1.31-1.45, C=512 1.71-1.75 -> 1.36, C=384 1.82-1.93 -> 1.39, C=128 1.86-1.91 -> 1.33;
+    C=64 (rows of 256 B) 1.14-1.18 -> 1.34 and ncdhw -> ndhwc C=32 0.44-0.52 -> 0.80 lost,
+    hence ``SKEW_MIN_ROW_BYTES``. Lead of 64 B 1.90, 256 B 1.96, 512 B 1.55-1.70, 1 KB
+    1.38-1.51, 2 KB 1.31-1.37, 4 KB 1.54-1.56 (C=256); four tiles 1 KB apart 1.79.
+    """
+    if not SKEW_BYTES or tile.kind != "transpose" or tile.b is None or tile.M != 1 or len(ir.operands) != 2:
+        return 0
+    if tile.a2 is not None or tile.c is not None or tile.l is not None or tile.rows_contiguous:
+        return 0
+    a, b = ir.nodes[tile.a], ir.nodes[tile.b]
+    dsz, ssz = ir.operands[0].dtype.size, ir.operands[1].dtype.size
+    if vbytes >= SKEW_MAX_VECTOR or tile.R * dsz != 64 or a.extent < 2 * tile.R:
+        return 0
+    if b.strides[0] is None or b.strides[0] * dsz < SKEW_MIN_ROW_BYTES:
+        return 0
+    if not _l2_aliased_rows(ir, a, b, ssz, dsz):
+        return 0
+    skew = min(SKEW_BYTES // ssz, b.extent // 2) // tile.V * tile.V
+    return skew if skew >= tile.V else 0
+
+
 def _l2_aliased_rows(ir: LoopIR, a: Node, b: Node, ssz: int, dsz: int) -> bool:
     """Whether an NT transpose's source rows (A's source stride) all land in one L2 set.
 
@@ -1058,6 +1101,14 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         tile = replace(tile, M=-(-ir.nodes[tile.a].extent // tile.R))
         notes.append(f"narrow tiles into long destination runs: all {ir.nodes[tile.a].extent} rows "
                      f"per step, so that the destination is written in order")
+        parallel, jobs, chunk = choose_parallel(ir, tile, moved)
+    skew = skewed_tiles(ir, tile, vb) if nt and tile is not None and not (half or prefetch or whole) else 0
+    if skew:
+        assert tile is not None
+        tile = replace(tile, M=2, skew=skew)
+        notes.append(f"two row tiles per step, the second {skew} columns ahead: {2 * tile.R} source "
+                     f"rows read side by side, {tile.R} at each column (one L2 set), two lines of "
+                     f"each destination row per pass")
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     if half or prefetch:
         assert tile is not None

@@ -668,29 +668,66 @@ def test_two_line_tiles_only_for_nt_sizes_and_32_byte_vectors():
     assert plan_mod.make_plan(ir, vbytes=64).tile.R == 16
 
 
-@pytest.mark.parametrize("dims, stag, dtag, R, m, aliased", [
-    ((2, 256, 32, 32), "nchw", "nhwc", 16, 1, True),       # planes of 4 KB: not two-line tiles
-    ((2, 32, 4, 16, 16), "ncdhw", "ndhwc", 16, 1, True),    # 16 rows, not two tiles of 16
-    ((32, 1024), "ab", "ba", 16, 1, True),                  # rows of 4 KB into rows of 128 B
-    ((1024, 1024), "ab", "ba", 16, 2, False),               # destination rows 4 KB apart too
-    ((2, 256, 31, 32), "nchw", "nhwc", 32, 1, False),       # planes of 3968 B
+@pytest.mark.parametrize("dims, stag, dtag, R, m, skew, aliased", [
+    ((2, 256, 32, 32), "nchw", "nhwc", 16, 2, 512, True),   # planes of 4 KB: two tiles, skewed
+    ((2, 768, 32, 32), "nchw", "nhwc", 16, 2, 512, True),   # destination rows of 3 KB
+    ((2, 32, 4, 16, 16), "ncdhw", "ndhwc", 16, 1, 0, True),  # rows of 128 B: one tile of 16
+    ((32, 1024), "ab", "ba", 16, 1, 0, True),               # rows of 4 KB into rows of 128 B
+    ((1024, 1024), "ab", "ba", 16, 2, 0, False),            # destination rows 4 KB apart too
+    ((2, 256, 31, 32), "nchw", "nhwc", 32, 1, 0, False),    # planes of 3968 B
+    ((2, 512, 32, 32), "nchw", "nhwc", 16, 2, 512, True),   # destination rows of 2 KB
+    ((2, 128, 32, 32), "nchw", "nhwc", 16, 2, 512, True),   # 512 B
+    ((2, 64, 32, 32), "nchw", "nhwc", 16, 1, 0, True),      # 256 B: one tile of 16, no skew
 ])
-def test_rows_sharing_an_l2_set_are_read_sixteen_at_a_time(monkeypatch, dims, stag, dtag, R, m, aliased):
+def test_rows_sharing_an_l2_set_are_read_sixteen_at_a_time(monkeypatch, dims, stag, dtag, R, m, skew, aliased):
     """NT transposes whose source rows are a multiple of the L2 set period apart read at most
-    ALIASED_L2_STREAMS rows side by side and take no two-line tiles, unless the destination
-    rows share an L1 set as well. The period is shrunk to 4 KB so that small tensors show the
-    plans; every byte exact at 1 and 2 threads, aligned and misaligned destinations."""
+    ALIASED_L2_STREAMS rows side by side at one column and take no two-line tiles, unless the
+    destination rows share an L1 set as well; into rows of 512 B or more, a second tile of 16
+    rows runs ``skew`` columns ahead (plan.skewed_tiles). The period is shrunk to 4
+    KB so that small tensors show the plans; every byte exact at 1 and 2 threads, aligned and
+    misaligned destinations."""
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
     monkeypatch.setattr(plan_mod, "NT_TUNE", False)
     monkeypatch.setattr(plan_mod, "TWO_LINE_ROWS_MAX_VECTOR", 128)  # this host's vectors too
+    monkeypatch.setattr(plan_mod, "SKEW_MAX_VECTOR", 128)
     monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", 4096)
     k = lj.compiler.build(M(dims, "f32", stag), M(dims, "f32", dtag))
     p = k.plan
     t = p.tile
     assert p.nt and t is not None and t.kind == "transpose", p.describe()
-    assert (t.R, t.M) == (R, m), p.describe()
+    assert (t.R, t.M, t.skew) == (R, m, skew), p.describe()
     assert ("one L2 set" in p.describe()) == aliased, p.describe()
+    assert (f"the second {skew} columns ahead" in p.describe()) == bool(skew), p.describe()
+    rng = np.random.default_rng(sum(dims))
+    s, d = k.src_md, k.dst_md
+    x = ref.random_raw(s.get_size() // 4, "f32", rng)
+    want = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32))
+    ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
+
+
+@pytest.mark.parametrize("dims, skew_bytes, skew", [
+    ((1, 256, 1, 2053), 2048, 512),    # 256 column steps of 8 and a tail of 5
+    ((1, 768, 1, 2053), 1 << 20, 1024),  # at most half the columns ahead (whole steps)
+    ((1, 256, 1, 3077), 4000, 1000),   # 1000 columns ahead, in a run of 3072
+])
+def test_skewed_tiles_cover_their_run_once(monkeypatch, dims, skew_bytes, skew):
+    """The second tile of a skewed macro tile runs ahead along B within its run of full
+    column steps (alone over the first ``skew`` columns, the first tile alone over the last
+    ones); tails keep their own steps. The L2 period is set to the plane's
+    bytes so that planes with tails take the rule; exact at 1 and 2 threads, both alignments."""
+    plane = dims[2] * dims[3] * 4
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
+    monkeypatch.setattr(plan_mod, "TWO_LINE_ROWS_MAX_VECTOR", 128)  # this host's vectors too
+    monkeypatch.setattr(plan_mod, "SKEW_MAX_VECTOR", 128)
+    monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", plane)
+    monkeypatch.setattr(plan_mod, "SKEW_BYTES", skew_bytes)
+    k = lj.compiler.build(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"))
+    t = k.plan.tile
+    assert t is not None and (t.R, t.M, t.V, t.skew) == (16, 2, 8, skew), k.plan.describe()
+    assert f" + {skew}) * " in k.source  # the second tile, ahead of the first
     rng = np.random.default_rng(sum(dims))
     s, d = k.src_md, k.dst_md
     x = ref.random_raw(s.get_size() // 4, "f32", rng)
@@ -700,8 +737,9 @@ def test_rows_sharing_an_l2_set_are_read_sixteen_at_a_time(monkeypatch, dims, st
 
 def test_l2_rows_rule_only_for_nt_sizes(monkeypatch):
     """In-cache tensors (plain stores) keep their tiles: the same 64 KB planes take 16 rows
-    once the transpose takes NT stores. The period comes from sysfs (64 KiB unknown)."""
+    at a column once the transpose takes NT stores. The period comes from sysfs (64 KiB unknown)."""
     assert plan_mod.l2_set_period() > 0 and plan_mod.l2_set_period() % 64 == 0
+    monkeypatch.setattr(plan_mod, "SKEW_MAX_VECTOR", 128)
     monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", 64 * 1024)
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 40 << 20)      # split threshold 60 MB
     monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
@@ -713,7 +751,7 @@ def test_l2_rows_rule_only_for_nt_sizes(monkeypatch):
         p = plan_mod.make_plan(ir, vbytes=32)
         assert p.nt == nt, p.describe()
         assert ("one L2 set" in p.describe()) == nt, p.describe()
-        if nt:
-            assert (p.tile.R, p.tile.M) == (16, 1), p.describe()
+        if nt:  # two tiles of 16 rows, the second 2 KB ahead (plan.skewed_tiles)
+            assert (p.tile.R, p.tile.M, p.tile.skew) == (16, 2, 512), p.describe()
         else:
             assert p.tile.M * p.tile.R > 16, p.describe()
