@@ -760,8 +760,8 @@ def skewed_tiles(ir: LoopIR, tile: TileSpec, vbytes: int) -> int:
         return 0
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     dsz, ssz = ir.operands[0].dtype.size, ir.operands[1].dtype.size
-    if vbytes >= SKEW_MAX_VECTOR or tile.R * dsz != 64 or a.extent < 2 * tile.R:
-        return 0
+    if vbytes >= SKEW_MAX_VECTOR or dsz != 4 or ssz != 4 or tile.R != 16 or a.extent < 2 * tile.R:
+        return 0  # (measured on f32 only)
     if b.strides[0] is None or b.strides[0] * dsz < SKEW_MIN_ROW_BYTES:
         return 0
     if not _l2_aliased_rows(ir, a, b, ssz, dsz):

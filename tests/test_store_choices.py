@@ -735,6 +735,27 @@ def test_skewed_tiles_cover_their_run_once(monkeypatch, dims, skew_bytes, skew):
     ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
 
 
+@pytest.mark.parametrize("channels", [56, 40])
+def test_skewed_tiles_with_a_short_last_row_group(monkeypatch, channels):
+    """Destination rows of 1 KB holding fewer channels (strided nhwc): the last macro tile
+    has a short second tile (56 = 32 + 16 + 8) or none (40 = 32 + 8); gaps stay untouched."""
+    dims = (2, channels, 1, 2053)
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
+    monkeypatch.setattr(plan_mod, "SKEW_MAX_VECTOR", 128)
+    monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", 2053 * 4)
+    k = lj.compiler.build(M(dims, "f32", "nchw"), M(dims, "f32", strides=(2053 * 256, 1, 2053 * 256, 256)))
+    t = k.plan.tile
+    assert t is not None and (t.R, t.M, t.skew) == (16, 2, 512), k.plan.describe()
+    rng = np.random.default_rng(channels)
+    s, d = k.src_md, k.dst_md
+    x = ref.random_raw(s.get_size() // 4, "f32", rng)
+    gaps = np.full(d.get_size() // 4, 0xA5A5A5A5, np.uint32).view(np.float32)  # the guard bytes
+    want = ref.reorder(x, s, d, gaps)
+    ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
+
+
 def test_l2_rows_rule_only_for_nt_sizes(monkeypatch):
     """In-cache tensors (plain stores) keep their tiles: the same 64 KB planes take 16 rows
     at a column once the transpose takes NT stores. The period comes from sysfs (64 KiB unknown)."""
