@@ -668,6 +668,29 @@ def test_two_line_tiles_only_for_nt_sizes_and_32_byte_vectors():
     assert plan_mod.make_plan(ir, vbytes=64).tile.R == 16
 
 
+def _l2_aliased_nt(monkeypatch, period: int) -> None:
+    """NT stores at every size and an L2 set period of ``period`` bytes, so that small
+    tensors take the L2-aliased rules (_l2_aliased_rows, skewed_tiles) on any host."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
+    monkeypatch.setattr(plan_mod, "TWO_LINE_ROWS_MAX_VECTOR", 128)  # this host's vectors too
+    monkeypatch.setattr(plan_mod, "SKEW_MAX_VECTOR", 128)
+    monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", period)
+
+
+def _exact_into_guarded(k, seed: int, fill: bool = False) -> None:
+    """Every destination byte at 1 and 2 threads, aligned and 4 bytes off a line; with
+    ``fill`` (strided rows), the bytes the layout leaves out keep the guard pattern."""
+    s, d = k.src_md, k.dst_md
+    x = ref.random_raw(s.get_size() // 4, "f32", np.random.default_rng(seed))
+    out = np.zeros(d.get_size() // 4, np.float32)
+    if fill:
+        out = np.full(d.get_size() // 4, 0xA5A5A5A5, np.uint32).view(np.float32)
+    want = ref.reorder(x, s, d, out)
+    ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
+
+
 @pytest.mark.parametrize("dims, stag, dtag, R, m, skew, aliased", [
     ((2, 256, 32, 32), "nchw", "nhwc", 16, 2, 512, True),   # planes of 4 KB: two tiles, skewed
     ((2, 768, 32, 32), "nchw", "nhwc", 16, 2, 512, True),   # destination rows of 3 KB
@@ -686,12 +709,7 @@ def test_rows_sharing_an_l2_set_are_read_sixteen_at_a_time(monkeypatch, dims, st
     rows runs ``skew`` columns ahead (plan.skewed_tiles). The period is shrunk to 4
     KB so that small tensors show the plans; every byte exact at 1 and 2 threads, aligned and
     misaligned destinations."""
-    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
-    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
-    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
-    monkeypatch.setattr(plan_mod, "TWO_LINE_ROWS_MAX_VECTOR", 128)  # this host's vectors too
-    monkeypatch.setattr(plan_mod, "SKEW_MAX_VECTOR", 128)
-    monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", 4096)
+    _l2_aliased_nt(monkeypatch, 4096)
     k = lj.compiler.build(M(dims, "f32", stag), M(dims, "f32", dtag))
     p = k.plan
     t = p.tile
@@ -699,11 +717,7 @@ def test_rows_sharing_an_l2_set_are_read_sixteen_at_a_time(monkeypatch, dims, st
     assert (t.R, t.M, t.skew) == (R, m, skew), p.describe()
     assert ("one L2 set" in p.describe()) == aliased, p.describe()
     assert (f"the second {skew} columns ahead" in p.describe()) == bool(skew), p.describe()
-    rng = np.random.default_rng(sum(dims))
-    s, d = k.src_md, k.dst_md
-    x = ref.random_raw(s.get_size() // 4, "f32", rng)
-    want = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32))
-    ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
+    _exact_into_guarded(k, sum(dims))
 
 
 @pytest.mark.parametrize("dims, skew_bytes, skew", [
@@ -716,23 +730,13 @@ def test_skewed_tiles_cover_their_run_once(monkeypatch, dims, skew_bytes, skew):
     column steps (alone over the first ``skew`` columns, the first tile alone over the last
     ones); tails keep their own steps. The L2 period is set to the plane's
     bytes so that planes with tails take the rule; exact at 1 and 2 threads, both alignments."""
-    plane = dims[2] * dims[3] * 4
-    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
-    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
-    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
-    monkeypatch.setattr(plan_mod, "TWO_LINE_ROWS_MAX_VECTOR", 128)  # this host's vectors too
-    monkeypatch.setattr(plan_mod, "SKEW_MAX_VECTOR", 128)
-    monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", plane)
+    _l2_aliased_nt(monkeypatch, dims[2] * dims[3] * 4)
     monkeypatch.setattr(plan_mod, "SKEW_BYTES", skew_bytes)
     k = lj.compiler.build(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"))
     t = k.plan.tile
     assert t is not None and (t.R, t.M, t.V, t.skew) == (16, 2, 8, skew), k.plan.describe()
     assert f" + {skew}) * " in k.source  # the second tile, ahead of the first
-    rng = np.random.default_rng(sum(dims))
-    s, d = k.src_md, k.dst_md
-    x = ref.random_raw(s.get_size() // 4, "f32", rng)
-    want = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32))
-    ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
+    _exact_into_guarded(k, sum(dims))
 
 
 @pytest.mark.parametrize("channels", [56, 40])
@@ -740,20 +744,11 @@ def test_skewed_tiles_with_a_short_last_row_group(monkeypatch, channels):
     """Destination rows of 1 KB holding fewer channels (strided nhwc): the last macro tile
     has a short second tile (56 = 32 + 16 + 8) or none (40 = 32 + 8); gaps stay untouched."""
     dims = (2, channels, 1, 2053)
-    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
-    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
-    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
-    monkeypatch.setattr(plan_mod, "SKEW_MAX_VECTOR", 128)
-    monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", 2053 * 4)
+    _l2_aliased_nt(monkeypatch, 2053 * 4)
     k = lj.compiler.build(M(dims, "f32", "nchw"), M(dims, "f32", strides=(2053 * 256, 1, 2053 * 256, 256)))
     t = k.plan.tile
     assert t is not None and (t.R, t.M, t.skew) == (16, 2, 512), k.plan.describe()
-    rng = np.random.default_rng(channels)
-    s, d = k.src_md, k.dst_md
-    x = ref.random_raw(s.get_size() // 4, "f32", rng)
-    gaps = np.full(d.get_size() // 4, 0xA5A5A5A5, np.uint32).view(np.float32)  # the guard bytes
-    want = ref.reorder(x, s, d, gaps)
-    ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
+    _exact_into_guarded(k, channels, fill=True)
 
 
 def test_l2_rows_rule_only_for_nt_sizes(monkeypatch):
