@@ -366,7 +366,7 @@ class TileSpec:
     l: int | None = None  # noqa: E741 - the run node of kind "lines"
     c: int | None = None  # kind "transpose": node continuing B's source run (see cols_table)
     a2: int | None = None  # kind "transpose": node continuing A's destination line (src_rows)
-    skew: int = 0  # kind "transpose": columns of B the m-th tile of a macro tile runs m*skew ahead
+    skew: int = 0  # kind "transpose", M=2: columns of B the second tile runs ahead (skewed_tiles)
 
     @property
     def nodes(self) -> tuple[int, ...]:
