@@ -684,9 +684,7 @@ def _exact_into_guarded(k, seed: int, fill: bool = False) -> None:
     ``fill`` (strided rows), the bytes the layout leaves out keep the guard pattern."""
     s, d = k.src_md, k.dst_md
     x = ref.random_raw(s.get_size() // 4, "f32", np.random.default_rng(seed))
-    out = np.zeros(d.get_size() // 4, np.float32)
-    if fill:
-        out = np.full(d.get_size() // 4, 0xA5A5A5A5, np.uint32).view(np.float32)
+    out = np.full(d.get_size() // 4, 0xA5A5A5A5 if fill else 0, np.uint32).view(np.float32)
     want = ref.reorder(x, s, d, out)
     ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
 
@@ -755,7 +753,6 @@ def test_l2_rows_rule_only_for_nt_sizes(monkeypatch):
     """In-cache tensors (plain stores) keep their tiles: the same 64 KB planes take 16 rows
     at a column once the transpose takes NT stores. The period comes from sysfs (64 KiB unknown)."""
     assert plan_mod.l2_set_period() > 0 and plan_mod.l2_set_period() % 64 == 0
-    monkeypatch.setattr(plan_mod, "SKEW_MAX_VECTOR", 128)
     monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", 64 * 1024)
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 40 << 20)      # split threshold 60 MB
     monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
