@@ -11,6 +11,9 @@ overlap -- cheaper than doing it in Python.
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import numba as nb
 from llvmlite import ir
 from numba import types
@@ -138,6 +141,38 @@ def run_parallel_bound(fn, sp, dp, ap, jobs, nthreads, base):  # type: ignore[no
             if hi > lo:
                 call_chunk(fn, sp, dp, ap, base + lo, base + hi)
 
+
+cache_write_failures: list[OSError] = []  # the drivers' cache saves that failed in this process
+
+
+def _tolerate_cache_write_errors(*dispatchers: Any) -> None:
+    """A full disk, a file-size limit or a vanished directory must not fail a launch:
+    Numba raises when it cannot save a driver's machine code (it only forgives
+    EACCES on Windows). The driver is compiled all the same, so keep it and say once
+    that the next process compiles it again."""
+
+    def wrap(cache: Any) -> None:
+        save = cache.save_overload
+
+        def save_or_warn(sig: Any, data: Any) -> None:
+            try:
+                save(sig, data)
+            except OSError as e:
+                if not cache_write_failures:
+                    warnings.warn(f"layoutjit: cannot save Numba's cache of its launch drivers "
+                                  f"({e.strerror or e}); each new process compiles them again",
+                                  RuntimeWarning, stacklevel=2)
+                cache_write_failures.append(e)
+
+        cache.save_overload = save_or_warn
+
+    for d in dispatchers:
+        cache = getattr(d, "_cache", None)
+        if cache is not None and hasattr(cache, "save_overload"):
+            wrap(cache)
+
+
+_tolerate_cache_write_errors(_overlap, run_serial, run_bound, run_parallel, run_parallel_bound)
 
 __all__ = ["ptr_from_int", "call_chunk", "opaque", "run_serial", "run_bound", "run_parallel",
            "run_parallel_bound", "cgutils"]

@@ -255,6 +255,27 @@ def test_full_cache_directory(tmp_path, what):
         assert f.read_text().startswith("# layoutjit generated kernel")
 
 
+def test_driver_cache_write_failure_is_a_warning(monkeypatch):
+    """The launch drivers live in Numba's own cache: a full disk there costs a
+    recompile in the next process, never a failed launch."""
+    import errno
+
+    from numba import types
+
+    from layoutjit import runtime
+
+    def full(sig, data):
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.setattr(runtime.run_bound._cache, "_save_overload", full)
+    monkeypatch.setattr(runtime, "cache_write_failures", [])
+    sig = (types.int32,) * 6  # a signature no launch uses: compiled (and saved) here
+    with pytest.warns(RuntimeWarning, match="cannot save Numba's cache of its launch drivers"):
+        runtime.run_bound.compile(sig)
+    assert sig in runtime.run_bound.overloads
+    assert [e.errno for e in runtime.cache_write_failures] == [errno.EFBIG]
+
+
 def test_atomic_write_leaves_nothing_on_failure(tmp_path, monkeypatch):
     target = tmp_path / "lj_x.py"
 
