@@ -253,6 +253,11 @@ ALIASED_L1_ROWS = 8  # rows per tile when source rows share an L1 set (0: off); 
 #: Source rows an NT transpose reads side by side when they share an L2 set (0: off); see
 #: ``_l2_aliased_rows``.
 ALIASED_L2_STREAMS = int(os.environ.get("LAYOUTJIT_ALIASED_L2_STREAMS", 16))
+#: Source rows an NT transpose reads side by side when they are far apart and the
+#: destination rows short (0: off); see ``_short_rows_from_far_rows``.
+SHORT_ROW_STREAMS = int(os.environ.get("LAYOUTJIT_SHORT_ROW_STREAMS", 16))
+SHORT_ROW_MAX_BYTES = 256
+SHORT_ROW_FAR_BYTES = 4096  # source rows at least a page apart: one stream each
 #: Bytes of the source rows by which the second row tile of a macro tile runs ahead of the
 #: first where ``skewed_tiles`` applies (``LAYOUTJIT_SKEW_BYTES``; 0: off).
 SKEW_BYTES = int(os.environ.get("LAYOUTJIT_SKEW_BYTES", 2048))
@@ -794,6 +799,24 @@ def _l2_aliased_rows(ir: LoopIR, a: Node, b: Node, ssz: int, dsz: int) -> bool:
     return (a.strides[1] * ssz) % L2_SET_PERIOD == 0 and _transpose_takes_nt(ir, ssz, dsz)
 
 
+def _short_rows_from_far_rows(ir: LoopIR, a: Node, b: Node, ssz: int, dsz: int) -> bool:
+    """Whether an NT transpose reads separate source streams into short destination rows.
+
+    Each source row (A's source stride at least a page apart) is a stream of its own;
+    with destination rows of at most ``SHORT_ROW_MAX_BYTES``, 16 rows already write a
+    quarter of each row per pass, and the 16 extra streams of a second tile cost more
+    than the lines they add. Zen 3 (AVX2), nchw -> nhwc f32, 411 MB of traffic, ratio
+    to copy at 1 thread (2 threads), 32 rows -> 16: C=32 112x112 1.50 -> 0.85 (0.59 ->
+    0.60), C=64 1.44 -> 1.15 (0.74 -> 0.75), 8x64x112x112 (51 MB) 0.90 -> 0.77 (0.83 ->
+    0.80). Not for longer rows: C=128 1.50 -> 2.06 (0.74 -> 0.95), C=512 56x56 1.75 ->
+    2.13 (0.89 -> 1.11); C=256 56x56 even.
+    """
+    if not SHORT_ROW_STREAMS or a.strides[1] is None or b.strides[0] is None:
+        return False
+    return (abs(a.strides[1]) * ssz >= SHORT_ROW_FAR_BYTES and abs(b.strides[0]) * dsz <= SHORT_ROW_MAX_BYTES
+            and _transpose_takes_nt(ir, ssz, dsz))
+
+
 def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz: int, dsz: int,
                notes: list[str], allow_cols: bool = True) -> tuple[LoopIR, TileSpec | None, list[str]]:
     a, b = nodes[ia], nodes[ib]
@@ -855,6 +878,8 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
             notes.append(f"source rows a multiple of {L2_SET_PERIOD} B apart (one L2 set): "
                          f"at most {ALIASED_L2_STREAMS} read side by side")
         streams = min(streams, ALIASED_L2_STREAMS)
+    if _short_rows_from_far_rows(ir, a, b, ssz, dsz):
+        streams = min(streams, SHORT_ROW_STREAMS)
     M = max(1, min(-(-a.extent // R), streams // R))
     # (Tiles whose rows are one whole line -- f32 -> bf16 nchw -> nhwc, 32 rows -- once took
     # two per macro tile, to write two lines of each destination row. Measured again with

@@ -275,6 +275,34 @@ def test_macro_tiles_read_about_32_rows(dims, stag, dtag, sdt, ddt, m):
     assert ref.kernel_matches_reference(k)
 
 
+@pytest.mark.parametrize("dims, applies", [
+    ((2, 64, 32, 40), True),    # rows 5 KB apart into rows of 256 B: 16 rows, a quarter of each
+    ((2, 48, 32, 40), True),    # 192 B: the last tile holds 16 of 48 rows
+    ((2, 128, 32, 40), False),  # 512 B: READ_STREAMS rows
+    ((2, 64, 8, 40), False),    # source rows 1280 B apart: READ_STREAMS rows (and more)
+])
+def test_far_rows_into_short_rows_read_sixteen_at_a_time(monkeypatch, dims, applies):
+    """An NT transpose whose source rows are a page or more apart (one stream each) reads
+    SHORT_ROW_STREAMS rows side by side into destination rows of at most 256 B, where it
+    would read 32; other plans are the same with the rule off. Exact at 1 and 2 threads,
+    aligned and misaligned destinations."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
+    monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", 1 << 30)  # no L2-aliased rows here
+    src, dst = M(dims, "f32", "nchw"), M(dims, "f32", "nhwc")
+    k = lj.compiler.build(src, dst)
+    p = k.plan
+    assert p.nt and p.tile is not None and p.tile.kind == "transpose", p.describe()
+    monkeypatch.setattr(plan_mod, "SHORT_ROW_STREAMS", 0)
+    off = lj.compiler.lower_and_plan(src, dst, None)[1]
+    if applies:
+        assert (p.tile.R, p.tile.M, off.tile.M) == (16, 1, 2), p.describe()
+    else:
+        assert p.tile == off.tile and p.tile.M >= 2, p.describe()
+    _exact_into_guarded(k, sum(dims))
+
+
 @pytest.mark.parametrize("dims, stag, dtag, dt, m", [
     # (with 64-byte vectors, with 32-byte ones: every tile reads half lines, READ_STREAMS rows;
     # wide steps measured 1.1-2x slower on Zen 3)
