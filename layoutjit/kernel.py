@@ -308,8 +308,8 @@ class Kernel:
         self._jobs = plan.jobs if plan is not None else 0
         self._serial = plan.serial if plan is not None else True
         # plain or NT stores, chosen by timing the first calls (Plan.nt_tune; store_choice.py)
-        self.store_choice = (StoreChoice(self._jobs) if plan is not None and plan.nt_tune
-                             and not self._serial else None)
+        self.store_choice = (StoreChoice(self._jobs, plan.nt_tune_one) if plan is not None
+                             and plan.nt_tune and not self._serial else None)
         self._src_rule = _size_rule(src_md)
         self._dst_rule = _size_rule(dst_md)
         self._dst_storage = dst_md.dtype.storage

@@ -400,6 +400,7 @@ class Plan:
     cols_stage: bool = False  # cols transposes of short destination pieces: see cols_stage()
     job_align: bool = False  # NT: each job checks that its destination offset starts a line
     nt_tune: bool = False  # plain or NT stores chosen at run time by timing (store_choice.py)
+    nt_tune_one: bool = False  # nt_tune: one thread times the store kinds too (BLOCK_LOCAL_TUNE)
     row_stage: int = 0  # NT transposes into rows 4 KB apart: A elements staged per chunk (row_stage())
 
     @property
@@ -572,7 +573,11 @@ class Plan:
             how = "plain"
             if self.nt:
                 how = "non-temporal where a call writes whole aligned lines"
-                if self.nt_tune:
+                if self.nt_tune_one:
+                    how = ("plain or non-temporal, chosen at run time: the first calls at each "
+                           "thread count, one included, time both and keep the faster (traffic "
+                           f"between {nt_min_bytes(t)} and {nt_split_min_bytes(t)} B)")
+                elif self.nt_tune:
                     how = ("non-temporal where a call writes whole aligned lines when one thread runs "
                            "every job; split between threads, plain or non-temporal, chosen at run "
                            "time: the first calls at each thread count time both and keep the faster "
@@ -1104,7 +1109,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         # one store rule for transposes that take wide macro tiles when their stores are
         # plain, and for local permutations (both sides contiguous per tile: streaming)
         if _block_local(ir, tile):
-            nt = moved >= one_rule_min_bytes()
+            nt = moved >= (nt_min_bytes(tile) if BLOCK_LOCAL_TUNE and NT_TUNE else one_rule_min_bytes())
         elif _wide_groups(ir, tile):
             nt = moved >= min(one_rule_min_bytes(), nt_min_bytes(tile))
         else:
@@ -1187,6 +1192,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     # between the NT thresholds at one thread and split between threads, the store kind
     # is timed at run time (see nt_min_bytes for the band below the base threshold)
     nt_tune = NT_TUNE and nt and not nt_split
+    # local permutations stream like a copy: in that band one thread times the kinds too
+    tune_one = bool(nt_tune and tile is not None and BLOCK_LOCAL_TUNE and _block_local(ir, tile))
     phases = line_phases(ir, tile) if nt and tile is not None else 1
     staged_cols = staged_cols and nt
     if staged_cols:
@@ -1206,8 +1213,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                      f"{stage} elements of its {ir.nodes[tile.b].extent} rows at a time (plain "
                      f"stores), then writes them row by row as whole non-temporal lines")
     return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes), chunk, nt_split=nt_split,
-                nt_tune=nt_tune, prefetch=prefetch, line_phases=phases, cols_stage=staged_cols, job_align=job_align,
-                row_stage=stage)
+                nt_tune=nt_tune, nt_tune_one=tune_one, prefetch=prefetch, line_phases=phases,
+                cols_stage=staged_cols, job_align=job_align, row_stage=stage)
 
 
 #: Most bytes a row stage holds (``row_stage``): within L1 beside the tiles' source lines.
@@ -1353,11 +1360,22 @@ def _wide_group_tiles(ir: LoopIR, tile: TileSpec, vbytes: int, moved: int) -> in
     return max(tile.M, min(M, -(-a_tiles // groups)))
 
 
+#: Local permutations (``_block_local``) between the NT thresholds time the store kind
+#: at run time on one thread too (``Plan.nt_tune_one``); off: plain stores up to the
+#: split threshold at every thread count (``LAYOUTJIT_BLOCK_LOCAL_TUNE=0``).
+BLOCK_LOCAL_TUNE = os.environ.get("LAYOUTJIT_BLOCK_LOCAL_TUNE", "1") != "0"
+
+
 def _block_local(ir: LoopIR, tile: TileSpec) -> bool:
     """A transpose whose tiles read one contiguous source run and write one contiguous
-    block (OIhw16i16o -> OIhw4i16o4i): it streams on both sides like a copy, and plain
-    stores stay as fast as NT ones up to the split threshold (1 thread, 19 MB: plain
-    0.98x copy, NT 1.08-1.30x)."""
+    block (OIhw16i16o -> OIhw4i16o4i): it streams on both sides like a copy.
+
+    Below the split threshold the faster store kind changes with the host's phase, at
+    one thread as at two: one session measured plain stores as fast as NT ones (1 thread,
+    19 MB: plain 0.98x copy, NT 1.08-1.30x), a later one, same host kind,
+    OIhw4i16o4i -> OIhw16i16o 512x512x3x3 plain 1.09x and NT 0.79x (2 threads: 0.98 and
+    0.62), when numpy ran at 0.93-1.2x copy. So from the one-thread threshold such plans
+    time both kinds at every thread count (``BLOCK_LOCAL_TUNE``)."""
     if tile.kind != "transpose" or not tile.rows_contiguous or tile.b is None:
         return False
     b = ir.nodes[tile.b]

@@ -11,7 +11,10 @@ copy of the same bytes: plain 1.42-1.50x the copy's time, NT 0.73-0.86x (in the
 harness: plain 1.48x, timed choice 0.51-1.21x); on a Zen 4 host in earlier sessions
 the same pair went the other way (plain 1.45-1.74x, NT 2.36-2.52x). No fixed threshold is right on both,
 so such kernels (``Plan.nt_tune``) carry both store kinds and each thread count
-above one times them on its first calls, then keeps the faster.
+above one times them on its first calls, then keeps the faster. Local permutations
+(``Plan.nt_tune_one``: tiles that read one run and write one block, streaming like a
+copy) time them on one thread as well: there too the faster kind changed between
+sessions on the same kind of host (plan.BLOCK_LOCAL_TUNE).
 
 The kernel reads the request from its job range: jobs ``[lo, hi)`` offset by the
 plan's job count mean "NT stores" (``runtime.run_*``'s ``base``).
@@ -37,8 +40,9 @@ class StoreChoice:
     count (calls from several Python threads only add samples).
     """
 
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, one_thread: bool = False) -> None:
         self.jobs = jobs
+        self.one_thread = one_thread  # time on one thread too (Plan.nt_tune_one), else NT there
         self._times: dict[int, tuple[list[float], list[float]]] = {}
         self._calls: dict[int, int] = {}
         self.medians: dict[int, tuple[float, float]] = {}  # thread count -> (plain, NT) seconds
@@ -51,8 +55,8 @@ class StoreChoice:
 
     def start(self, n: int) -> tuple[int, float | None]:
         """(job offset, start time or None) for the next call on ``n`` threads (one
-        thread: NT, the plan's rule above ``nt_min_bytes``, never timed)."""
-        if n <= 1:
+        thread: NT, the plan's rule above ``nt_min_bytes``, untimed unless ``one_thread``)."""
+        if n <= 1 and not self.one_thread:
             return self.jobs, None
         nt = self.kept(n)
         if nt is not None:

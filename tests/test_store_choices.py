@@ -126,11 +126,39 @@ def test_store_choice_alternates_then_keeps_the_faster():
     for _ in range(2 * SAMPLES + 2):
         run(c3, 3, lambda base: 1.0 if base else 0.5)  # plain faster
     assert c3.kept(3) is False and c3.start(3) == (0, None) and c3.kept(2) is None
+    c1 = StoreChoice(jobs=6, one_thread=True)  # Plan.nt_tune_one: one thread is timed too
+    assert c1.start(1) == (0, None)
+    for _ in range(2 * SAMPLES + 1):
+        run(c1, 1, lambda base: 1.0 if base else 0.5)
+    assert c1.kept(1) is False and c1.start(1) == (0, None) and "1 thread: plain" in c1.describe()
+
+
+@pytest.mark.parametrize("tune", [True, False])
+def test_local_permutations_time_the_store_kind_on_one_thread_too(band, monkeypatch, tune):
+    """A transpose that streams on both sides (OIhw4i16o4i -> OIhw16i16o: each tile reads
+    one run and writes one block) between the NT thresholds times both store kinds at every
+    thread count, one included (BLOCK_LOCAL_TUNE); off, it keeps plain stores there. Exact
+    at 1 and 2 threads while timing and after."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 120000)  # split at 180000; 165888 B moved
+    monkeypatch.setattr(plan_mod, "BLOCK_LOCAL_TUNE", tune)
+    dims = (48, 48, 3, 3)
+    k = lj.compiler.build(M(dims, "f32", "OIhw4i16o4i"), M(dims, "f32", "OIhw16i16o"))
+    p = k.plan
+    assert p.tile.kind == "transpose" and p.tile.rows_contiguous, p.describe()
+    assert (p.nt, p.nt_tune, p.nt_tune_one) == (tune, tune, tune), p.describe()
+    assert ("one included" in p.describe()) == tune, p.describe()
+    from layoutjit import store_choice
+    for _ in ref.at_thread_counts((1, 2)):
+        for seed in range(2 * store_choice.SAMPLES + 2):
+            assert ref.kernel_matches_reference(k, seed=seed)
+        if tune:  # the thread count in force (one, or two where the pool has them)
+            assert k.store_choice.kept(numba.get_num_threads()) is not None
 
 
 def test_transposes_split_between_their_two_thresholds(monkeypatch):
     """Register transposes: NT from half the LLC on one thread, from 3/4 of it when split;
-    local permutations (a contiguous source run per tile, whole blocks) keep one rule."""
+    local permutations (a contiguous source run per tile, whole blocks) keep one rule
+    when the store kind is not timed."""
     dims = (2, 64, 9, 16)  # nchw -> nhwc: 147456 B moved, rows 256 B apart (not wide)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 120000)  # split threshold 180000
