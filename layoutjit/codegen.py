@@ -1011,7 +1011,9 @@ class KernelWriter:
             for run in bruns:
                 c_first, V, Vv = run[0]
                 span = len(run) * t.V
-                ahead = t.skew % span if len(run) > 1 and len(gr) == 2 else 0
+                # (at most half the run, in whole steps: a run shorter than the plan's
+                # columns, beside a tail, keeps the two tiles apart by half of it)
+                ahead = min(t.skew, span // 2 // t.V * t.V) if len(run) > 1 and len(gr) == 2 else 0
                 if ahead:
                     # plan.skewed_tiles: the second tile runs `ahead` columns in front of the
                     # first -- alone over the run's first columns, then beside it, then the
