@@ -401,3 +401,46 @@ def test_compare_outputs_tells_flushed_denormals_from_wrong_values():
     f = np.array([1e-40, 2.0], np.float32)
     assert compare_outputs(f, np.array([-0.0, 2.0], np.float32), "f32")["status"] == "denormals_flushed"
     assert compare_outputs(f, np.array([0.0, 0.0], np.float32), "f32")["status"] == "mismatch"
+
+
+def test_access_pattern_probe_runs_and_checks_what_it_moved(tmp_path, capsys):
+    """``python -m perf.patterns`` on a small buffer: every pattern is timed, moved each
+    source element once, and lands in the JSON; a pattern that skips lines is caught."""
+    from perf import patterns
+
+    out = tmp_path / "patterns.json"
+    rc = patterns.main(["--mb", "2", "--rows", "2,4", "--lines", "1,2", "--row-stride", "4096",
+                        "--dst-row", "1024", "--repeats", "1", "--json", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert set(res["ratio"]) == {"nt_copy", "read_rows 2", "read_rows 4", "write_lines 1", "write_lines 2"}
+    assert all(np.isfinite(v) and v > 0 for v in res["ratio"].values())
+    assert "write_lines 2" in capsys.readouterr().out
+
+    src = np.arange(64, dtype=np.float32)
+    dst = src.copy()
+    patterns.check_moved("copy", src, dst)
+    dst[16:32] = dst[:16]  # a line written twice, another never
+    with pytest.raises(RuntimeError, match="did not move"):
+        patterns.check_moved("bad", src, dst)
+    dst[:] = -1.0
+    with pytest.raises(RuntimeError, match="did not move"):
+        patterns.check_moved("unwritten", src, dst)
+
+
+def test_access_pattern_probe_reports_the_copy_baseline_by_size(capsys):
+    from perf import patterns
+
+    assert patterns.main(["--copy-sizes", "1,2", "--repeats", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split()[0] for ln in lines] == ["1", "2"]
+    assert all("1 thread(s)" in ln and "2 thread(s)" in ln and "GB/s" in ln for ln in lines)
+
+
+def test_access_pattern_probe_rejects_bad_geometry():
+    from perf import patterns
+
+    with pytest.raises(SystemExit):
+        patterns.main(["--row-stride", "100"])
+    with pytest.raises(SystemExit):
+        patterns.main(["--dst-row", "1024", "--lines", "3"])
