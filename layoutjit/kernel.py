@@ -51,6 +51,10 @@ if TYPE_CHECKING:
 
 _NO_AUX = np.zeros(1, dtype=np.int64)
 _U8 = np.dtype(np.uint8)
+#: Native dtypes whose arrays the serial driver takes as they are (``run_serial``): Numba
+#: types them; others (float16, ml_dtypes' bfloat16, byte-swapped) go through byte views.
+_DRIVER_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8, np.uint8, np.int16,
+                                                 np.uint16, np.int32, np.uint32, np.int64, np.uint64))
 INT64_MAX = (1 << 63) - 1
 _MAX_BLOCK = 1 << 22  # larger inner blocks than this are refused (sizing enumerates a block)
 
@@ -393,6 +397,13 @@ class Kernel:
                 and src.nbytes == fast[0] and dst.nbytes == fast[1]):
             fs, fd = src.flags, dst.flags
             if fs.c_contiguous and fd.c_contiguous and fd.writeable:
+                if fast[2] and src.dtype in _DRIVER_DTYPES and dst.dtype in _DRIVER_DTYPES \
+                        and not verbose.enabled:
+                    # the serial driver takes the buffers as they are (no byte views)
+                    if run_serial(self._addr, src, dst, _NO_AUX, self._jobs, self._in_place_ok, 0):
+                        raise LayoutError("src and dst overlap in memory; a reorder needs "
+                                          "separate buffers")
+                    return dst
                 try:
                     s8 = src.view(_U8) if src.ndim == 1 else src.reshape(-1).view(_U8)
                     d8 = dst.view(_U8) if dst.ndim == 1 else dst.reshape(-1).view(_U8)

@@ -390,6 +390,31 @@ def test_overlapping_buffers(k_t, k_relu):
     assert np.array_equal(x[:24], np.maximum(before[:24], 0)) and np.array_equal(x[24:], before[24:])
 
 
+def test_checked_calls_take_native_arrays_as_they_are(k_t):
+    """Plain numpy buffers of native dtypes go to the serial driver without byte views:
+    any shape, any numeric dtype of the right byte size, and overlap still measured in
+    bytes (views that share only their last element are refused)."""
+    src = good_src()
+    want = src.reshape(3, 8).T.ravel()
+    for s, d in [(src, np.empty(24, np.float32)), (src.reshape(3, 8), np.empty((8, 3), np.float32)),
+                 (src.reshape(2, 3, 4), np.empty((4, 6), np.float32))]:
+        assert k_t(s, d) is d and np.array_equal(d.ravel(), want)
+    # same bytes under other native dtypes: the kernel moves f32 storage bit for bit
+    d = np.empty(24, np.uint32)
+    k_t(src.view(np.int32), d)
+    assert np.array_equal(d.view(np.float32), want)
+    d = np.empty(96, np.int8)
+    k_t(src.view(np.uint16), d)
+    assert np.array_equal(d.view(np.float32), want)
+    base = np.full(24 * 3, SENTINEL, np.float32)
+    before = base.copy()
+    for s, d in [(base[:24], base[23:47]), (base[23:47], base[:24]),
+                 (base[:24].reshape(3, 8), base[23:47].reshape(8, 3))]:
+        with pytest.raises(lj.LayoutError, match="overlap"):
+            k_t(s, d)
+        assert np.array_equal(base, before)
+
+
 def test_zero_volume_overlap_and_sizes():
     k = lj.compile_reorder(M([2, 0, 3], "f32", "abc"), M([2, 0, 3], "f32", "acb"))
     out = k(np.zeros(0, np.float32))
