@@ -399,8 +399,11 @@ class Kernel:
             if fs.c_contiguous and fd.c_contiguous and fd.writeable:
                 if fast[2] and src.dtype in _DRIVER_DTYPES and dst.dtype in _DRIVER_DTYPES \
                         and not verbose.enabled:
-                    # the serial driver takes the buffers as they are (no byte views)
-                    if run_serial(self._addr, src, dst, _NO_AUX, self._jobs, self._in_place_ok, 0):
+                    # the serial driver takes the buffers as they are (no byte views), flat:
+                    # one driver specialization per dtype pair, and 1-D arrays unbox fastest
+                    s1 = src if src.ndim == 1 else src.ravel()
+                    d1 = dst if dst.ndim == 1 else dst.ravel()
+                    if run_serial(self._addr, s1, d1, _NO_AUX, self._jobs, self._in_place_ok, 0):
                         raise LayoutError("src and dst overlap in memory; a reorder needs "
                                           "separate buffers")
                     return dst
