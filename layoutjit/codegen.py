@@ -1423,6 +1423,13 @@ class KernelWriter:
 
         P = self.plan.line_phases if nt else 1
         q = max(1, 64 // dsz)
+        # Plan.lines_panel: columns staged in obuf, written out as whole NT lines; every other
+        # store is plain (the columns start off the lines)
+        panel = self.plan.lines_panel if nt else 0
+        if panel:
+            if not in_regs or group_var is not None or len(groups) != 1 or groups[0][0][0] != 0:
+                panel = 0  # (not planned so; stay correct) plain stores
+            nt = False
 
         def phase_chunks(gr: list, c: int) -> list:
             """The group's rows cut where column c's destination lines begin (line_phases)."""
@@ -1450,17 +1457,35 @@ class KernelWriter:
                     for c in range(c_first + full, c_first + len(crun)):
                         emit_column(dep, phase_chunks(gr, c), base, first_row, c, c_valid, str(c))
                     continue
-                if len(crun) > 1:
+                c_from = c_first
+                if panel and len(crun) >= panel and (c_first * dB) % q == 0:
+                    # panels of columns: into the stage, then out as whole aligned NT lines
+                    full = len(crun) // panel * panel
+                    cv, kv, fv = self.w.var("c"), self.w.var("k"), self.w.var("f")
+                    self.w.put(dep, f"for {cv} in range({c_first}, {c_first + full}, {panel}):")
+                    self.w.put(dep + 1, f"for {kv} in range({panel}):")
+                    emit_column(dep + 2, gr, base, first_row, c_first, c_valid, f"{cv} + {kv}", kv)
+                    self._need_buffer(panel * dB)
+                    g = self._micro(("gather", 1, q, 1, True), str(self.ops[0].dtype), str(self.ops[0].dtype))
+                    self.w.put(dep + 1, f"for {fv} in range(0, {panel * dB}, {q}):")
+                    self.w.put(dep + 2, f"{g}(obuf, {fv}, 0, dst, {offs[0]} + ({cv}) * {dB} + {fv})")
+                    c_from = c_first + full
+                n_left = c_first + len(crun) - c_from
+                if n_left > 1:
                     cv = self.w.var("c")
-                    self.w.put(dep, f"for {cv} in range({c_first}, {crun[-1][0] + 1}):")
+                    self.w.put(dep, f"for {cv} in range({c_from}, {crun[-1][0] + 1}):")
                     d2, cexpr = dep + 1, cv
+                elif n_left == 1:
+                    d2, cexpr = dep, str(c_from)
                 else:
-                    d2, cexpr = dep, str(c_first)
+                    continue
                 emit_column(d2, gr, base, first_row, c_first, c_valid, cexpr)
 
         def emit_column(d2: int, gr: list, base: str, first_row: int, c_first: int, c_valid: bool,
-                        cexpr: str) -> None:
-            """One column (or a loop body over columns alike from c_first): its calls of chunks gr."""
+                        cexpr: str, in_panel: str | None = None) -> None:
+            """One column (or a loop body over columns alike from c_first): its calls of chunks gr.
+
+            ``in_panel``: the column's index within a lines panel (written into obuf)."""
             rows_all = [r for a0, R in gr for r in range(a0, a0 + R)]
             lens_all = [run_range(r, c_first) if (c_valid and r < vA) else (0, run_range(r, c_first)[1])
                         for r in rows_all]
@@ -1485,6 +1510,9 @@ class KernelWriter:
                         for r in rows]
                 xo = [f"{offs[k]} + ({aexpr}) * {A.strides[k]} + ({cexpr}) * {B.strides[k]}"
                       for k in range(len(self.ops))]
+                out = "dst"
+                if in_panel is not None:
+                    do, out = f"({aexpr}) * {A.strides[0]} + ({in_panel}) * {dB}", "obuf"
                 if self.plan.prefetch and any(v for v, _ in lens):
                     # this call's share of the next group's source block (R runs)
                     G = t.M * t.R
@@ -1493,7 +1521,7 @@ class KernelWriter:
                     gb = base if base != "0" else str(first_row)
                     self.w.put(d2, f"{pf}(src, {offs[1]} + ({gb} + {G}) * {sA} + ({cexpr}) * {G * L.extent}"
                                    f" + {rel * L.extent})")
-                self._emit_runs(d2, so, do, sA, L, lens, nt, dsz, A, xo)
+                self._emit_runs(d2, so, do, sA, L, lens, nt, dsz, A, xo, out)
 
         if group_var is not None:
             gsz = t.M * t.R
@@ -1553,8 +1581,12 @@ class KernelWriter:
                 self.w.put(depth, f"{g}(obuf, {r * L.extent}, 0, dst, {do} + {r * L.extent})")
 
     def _emit_runs(self, depth: int, so: str, do: str, sA: int, L: Node,
-                   lens: list[tuple[int, int]], nt: bool, dsz: int, A: Node, xo: list[str]) -> None:
-        """Runs r = 0..len(lens)-1 at so + r*sA -> do + r*L.extent; lens[r] = (valid, written)."""
+                   lens: list[tuple[int, int]], nt: bool, dsz: int, A: Node, xo: list[str],
+                   out: str = "dst") -> None:
+        """Runs r = 0..len(lens)-1 at so + r*sA -> do + r*L.extent; lens[r] = (valid, written).
+
+        ``out``: the array written (a lines panel's stage takes the values computed in
+        registers; ``do`` is then an offset into it)."""
         R = len(lens)
         if all(w == 0 for _, w in lens):
             return
@@ -1593,7 +1625,7 @@ class KernelWriter:
             vv = max(valid, default=L.extent)
             # valid parts back to back in the source (nhwc, C=3): read as whole vectors
             fn = self._micro(("gather", R, L.extent, Rv, use_nt, vv, vv < L.extent and sA == vv))
-            self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, {do})")
+            self.w.put(depth, f"{fn}(src, {so}, {sA}, {out}, {do})")
             return
         for r, (v, wr) in enumerate(lens):
             if wr == 0:
@@ -1603,7 +1635,7 @@ class KernelWriter:
                              post=self.ep.vector_ops if v else ())
             s_r = so if r == 0 else f"{so} + {r * sA}"
             d_r = do if r == 0 else f"{do} + {r * L.extent}"
-            self.w.put(depth, f"{fn}(src, {s_r}, 0, dst, {d_r}, 1)")
+            self.w.put(depth, f"{fn}(src, {s_r}, 0, {out}, {d_r}, 1)")
 
     # ----------------------------------------------------------------- stream
     def _stream_body(self, depth: int, offs: list[str], state: dict, nt: bool,

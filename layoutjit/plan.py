@@ -402,6 +402,7 @@ class Plan:
     nt_tune: bool = False  # plain or NT stores chosen at run time by timing (store_choice.py)
     nt_tune_one: bool = False  # nt_tune: one thread times the store kinds too (BLOCK_LOCAL_TUNE)
     row_stage: int = 0  # NT transposes into rows 4 KB apart: A elements staged per chunk (row_stage())
+    lines_panel: int = 0  # kind "lines", columns contiguous off the lines: columns per panel (lines_panel())
 
     @property
     def stream_prefetch(self) -> int:
@@ -1100,7 +1101,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     nt = False
     staged_cols = bool(tile is not None and allow_shift and COLS_STAGE and cols_stage(ir, tile))
-    static_nt = bool(tile is not None and (staged_cols or _nt_possible(ir, tile, phases=allow_shift)))
+    lpanel = lines_panel(ir, tile) if tile is not None and allow_shift else 0
+    static_nt = bool(tile is not None and (staged_cols or lpanel or _nt_possible(ir, tile, phases=allow_shift)))
     # lines that start on 64-byte boundaries in some jobs only (nchw -> nChw8c with an odd
     # number of pixels: every other image half a line off): each job checks at run time
     job_align = bool(tile is not None and not static_nt and tile.kind in ("transpose", "lines")
@@ -1203,6 +1205,12 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         notes.append(f"destination columns start on {phases} different offsets within a line: "
                      f"the calls of each column are cut at the lines (column loop unrolled by "
                      f"{phases}); a line shared by two columns gets plain stores")
+    lpanel = lpanel if nt else 0
+    if lpanel:
+        assert tile is not None and tile.b is not None
+        notes.append(f"destination columns of {ir.nodes[tile.b].strides[0]} elements follow one another off "
+                     f"the lines: {lpanel} columns at a time go to a small stage (plain stores), written "
+                     f"out as whole aligned non-temporal lines")
     stage = row_stage(ir, tile, vb) if nt and allow_shift and tile is not None else 0
     if stage:
         assert tile is not None and tile.b is not None
@@ -1214,7 +1222,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                      f"stores), then writes them row by row as whole non-temporal lines")
     return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes), chunk, nt_split=nt_split,
                 nt_tune=nt_tune, nt_tune_one=tune_one, prefetch=prefetch, line_phases=phases,
-                cols_stage=staged_cols, job_align=job_align, row_stage=stage)
+                cols_stage=staged_cols, job_align=job_align, row_stage=stage, lines_panel=lpanel)
 
 
 #: Most bytes a row stage holds (``row_stage``): within L1 beside the tiles' source lines.
@@ -1956,6 +1964,62 @@ def _nt_possible(ir: LoopIR, tile: TileSpec, phases: bool = False,
     if tile.c is not None and (ir.nodes[tile.c].strides[0] or 0) % q:
         return False
     return (b.strides[0] or 0) % q == 0 and tile.R % q == 0
+
+
+#: Kind "lines" into contiguous columns off the lines (``lines_panel``): the most bytes of a
+#: panel (within L1 beside the source lines; 3.8 KB measured better than 15 KB), and whether
+#: panels are used (``LAYOUTJIT_LINES_PANEL=0``: plain stores, for A/B runs).
+LINES_PANEL_BYTES = 4096
+LINES_PANEL = os.environ.get("LAYOUTJIT_LINES_PANEL", "1") != "0"
+
+
+def lines_panel(ir: LoopIR, tile: TileSpec) -> int:
+    """Kind "lines" whose destination columns (B) follow one another but do not start on
+    64-byte lines, where the calls cannot follow the lines (:func:`line_phases` is 0): how
+    many columns go to one panel (0: none).
+
+    nChw16c -> nhwc with C=60: each pixel is four runs of 16 floats (the last one 12), 240
+    B, so no run starts on a line and no store can be a whole aligned line. The columns of
+    a panel are written into a small stage (plain stores, in L1), which then goes out as
+    whole aligned non-temporal lines: the panel starts on a line because it holds a
+    multiple of q / gcd(dB, q) columns. Needs each column to be one contiguous piece of
+    exactly dB elements (the runs adjacent, nothing skipped inside), all of A in one macro
+    tile, the columns outer, and every other node's destination stride a whole number of
+    lines. Measured in a probe (16x60x64x64, 1 thread, ratio to the current kernel): 16
+    columns per panel (3.8 KB) 0.75-0.80, 64 columns (15 KB) 0.90-1.0.
+    """
+    if not LINES_PANEL or tile.kind != "lines" or tile.b is None or tile.l is None:
+        return 0
+    dst = ir.operands[0]
+    dsz = dst.dtype.size
+    q = max(1, 64 // dsz)
+    a, b, run = ir.nodes[tile.a], ir.nodes[tile.b], ir.nodes[tile.l]
+    dB = b.strides[0] or 0
+    if dB <= 0 or dB % q == 0 or line_phases(ir, tile) != 0:
+        return 0
+    if a.strides[0] != run.extent or a.extent > b.extent or tile.M * tile.R < a.extent:
+        return 0
+    if b.dim is not None and ir.dims[b.dim].guarded:
+        return 0
+    if a.dim is not None and a.dim == run.dim:
+        r = ir.dims[a.dim]
+        if run.weight != 1 or a.weight != run.extent or a.extent * run.extent < r.extent:
+            return 0
+        written = r.write
+    elif any(n.dim is not None and ir.dims[n.dim].guarded for n in (a, run)):
+        return 0
+    else:
+        written = a.extent * run.extent
+    if written != dB or dst.offset0 % q:
+        return 0
+    for i, n in enumerate(ir.nodes):
+        if i not in tile.nodes and (n.strides[0] is None or n.strides[0] % q):
+            return 0
+    base = q // math.gcd(dB, q)
+    cols = max(base, LINES_PANEL_BYTES // (dB * dsz) // base * base)
+    if cols * dB * dsz > 4 * LINES_PANEL_BYTES or b.extent < cols:
+        return 0
+    return cols
 
 
 def with_plan_options(plan: Plan, **kw: object) -> Plan:

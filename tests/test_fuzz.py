@@ -580,7 +580,7 @@ def _run_case(case: Case) -> str:
 
 
 # ============================================================================ the test
-@settings(max_examples=int(os.environ.get("LAYOUTJIT_FUZZ_EXAMPLES", 70)), deadline=None, database=None,
+@settings(max_examples=int(os.environ.get("LAYOUTJIT_FUZZ_EXAMPLES", 50)), deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 @given(cases())
 def test_differential_fuzz(case):

@@ -205,6 +205,7 @@ def test_tiles_plain():
     check_group(_plain_cases())
 
 
+@pytest.mark.skipif(simd.HOST_VECTOR_BYTES == 32, reason="AVX2 host: test_tiles_plain compiles this network")
 def test_tiles_plain_avx2_network():
     """vbytes=32: the AVX2 network and 32-byte chunking (compiled for this host's ISA)."""
     check_group(_plain_cases(vbytes=32)[::2])

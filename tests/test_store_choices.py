@@ -541,7 +541,7 @@ def test_prefetch_only_with_nt_stores():
     ((1, 40, 6, 7), "nChw8c", "nhwc", "f32", "bf16", 4),    # 4 runs of 8 bf16 a line
     ((1, 72, 6, 6), "nChw8c", "nhwc", "s8", "s8", 8),       # 8 runs of 8 bytes a line
     ((2, 48, 5, 5), "nChw8c", "nhwc", "f32", "f32", 1),     # 48 floats: every pixel on a line
-    ((1, 36, 4, 8), "nChw8c", "nhwc", "f32", "f32", 0),     # pixels 4 floats off (half a run)
+    ((1, 36, 4, 8), "nChw8c", "nhwc", "f32", "f32", 0),     # pixels 4 floats off: a lines panel
 ])
 def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag, dtag, sdt, ddt, phases):
     """Kind "lines" into columns that start inside a line (nChw8c -> nhwc, C=40: pixels of
@@ -554,12 +554,44 @@ def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag,
     k = lj.compile_reorder(s, d)
     p = k.plan
     assert p.tile.kind == "lines", p.describe()
-    assert p.line_phases == max(phases, 1) and p.nt == (phases != 0), p.describe()
+    assert p.line_phases == phases and p.nt, p.describe()
+    assert (p.lines_panel > 0) == (phases == 0), p.describe()  # else test_lines_panels
     assert ("different offsets within a line" in p.describe()) == (phases > 1)
     rng = np.random.default_rng(sum(dims))
     x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 32}))
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, panel", [
+    ((2, 60, 5, 8), "nChw16c", "nhwc", "f32", "f32", 16),      # pixels of 240 B; 40 = 2 panels + 8 direct
+    ((1, 36, 4, 8), "nChw8c", "nhwc", "f32", "f32", 28),       # 5 runs a pixel, the last one half
+    ((2, 60, 6, 8), "nChw16c", "nhwc", "f32", "bf16", 32),     # one panel and 16 columns left
+    ((1, 20, 16, 13), "nChw16c", "nhwc", "s8", "s8", 192),     # one-byte pixels of 20 B
+    ((1, 60, 3, 4, 5), "nCdhw16c", "ndhwc", "f32", "f32", 16),  # 5-D: 60 columns
+])
+def test_lines_panels(monkeypatch, dims, stag, dtag, sdt, ddt, panel):
+    """Kind "lines" into contiguous columns whose lines the calls cannot follow
+    (nChw16c -> nhwc, C=60: no run starts on a line): columns go to a small stage in
+    panels that start on lines, written out as whole NT lines (``Plan.lines_panel``);
+    the columns left over after the last whole panel are plain stores. Exact at several
+    destination offsets (misaligned ones take the plain path), 1 and 2 threads, nothing
+    written outside."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "nt_split_min_bytes", lambda tile: 0)  # NT at both thread counts
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = lj.compiler.build(s, d)  # not the memory cache (other tests plan these pairs with other thresholds)
+    p = k.plan
+    assert p.tile.kind == "lines" and p.nt and p.nt_split and not p.nt_tune and p.lines_panel == panel, \
+        p.describe()
+    assert "go to a small stage" in p.describe() and "obuf" in k.source
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 32}))
+    monkeypatch.setattr(plan_mod, "LINES_PANEL", False)
+    assert lj.compiler.build(s, d).plan.lines_panel == 0  # the switch for A/B runs
 
 
 @pytest.mark.parametrize("dims, stag, dtag, sdt, ddt", [
