@@ -1457,28 +1457,35 @@ class KernelWriter:
                     for c in range(c_first + full, c_first + len(crun)):
                         emit_column(dep, phase_chunks(gr, c), base, first_row, c, c_valid, str(c))
                     continue
-                c_from = c_first
-                if panel and len(crun) >= panel and (c_first * dB) % q == 0:
-                    # panels of columns: into the stage, then out as whole aligned NT lines
-                    full = len(crun) // panel * panel
-                    cv, kv, fv = self.w.var("c"), self.w.var("k"), self.w.var("f")
-                    self.w.put(dep, f"for {cv} in range({c_first}, {c_first + full}, {panel}):")
+                if panel and len(crun) >= panel:
+                    # columns up to the first that starts on a line, plain; then panels of
+                    # columns into the stage, each written out as whole aligned NT lines;
+                    # then the columns left, plain (the plan makes a line start reachable)
+                    end = c_first + len(crun)
+                    p0, nf, cv, kv, fv = (self.w.var(x) for x in "pnckf")
+                    self.w.put(dep, f"{p0} = {c_first}")
+                    self.w.put(dep, f"while {p0} < {end} and ((dst.ctypes.data + ({offs[0]} + {p0} * {dB}) "
+                                    f"* {dsz}) & 63) != 0:")
+                    self.w.put(dep + 1, f"{p0} += 1")
+                    self.w.put(dep, f"{nf} = {p0} + ({end} - {p0}) // {panel} * {panel}")
+                    self.w.put(dep, f"for {cv} in range({c_first}, {p0}):")
+                    emit_column(dep + 1, gr, base, first_row, c_first, c_valid, cv)
+                    self.w.put(dep, f"for {cv} in range({p0}, {nf}, {panel}):")
                     self.w.put(dep + 1, f"for {kv} in range({panel}):")
                     emit_column(dep + 2, gr, base, first_row, c_first, c_valid, f"{cv} + {kv}", kv)
                     self._need_buffer(panel * dB)
                     g = self._micro(("gather", 1, q, 1, True), str(self.ops[0].dtype), str(self.ops[0].dtype))
                     self.w.put(dep + 1, f"for {fv} in range(0, {panel * dB}, {q}):")
                     self.w.put(dep + 2, f"{g}(obuf, {fv}, 0, dst, {offs[0]} + ({cv}) * {dB} + {fv})")
-                    c_from = c_first + full
-                n_left = c_first + len(crun) - c_from
-                if n_left > 1:
-                    cv = self.w.var("c")
-                    self.w.put(dep, f"for {cv} in range({c_from}, {crun[-1][0] + 1}):")
-                    d2, cexpr = dep + 1, cv
-                elif n_left == 1:
-                    d2, cexpr = dep, str(c_from)
-                else:
+                    self.w.put(dep, f"for {cv} in range({nf}, {end}):")
+                    emit_column(dep + 1, gr, base, first_row, c_first, c_valid, cv)
                     continue
+                if len(crun) > 1:
+                    cv = self.w.var("c")
+                    self.w.put(dep, f"for {cv} in range({c_first}, {crun[-1][0] + 1}):")
+                    d2, cexpr = dep + 1, cv
+                else:
+                    d2, cexpr = dep, str(c_first)
                 emit_column(d2, gr, base, first_row, c_first, c_valid, cexpr)
 
         def emit_column(d2: int, gr: list, base: str, first_row: int, c_first: int, c_valid: bool,

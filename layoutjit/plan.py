@@ -1982,10 +1982,11 @@ def lines_panel(ir: LoopIR, tile: TileSpec) -> int:
     B, so no run starts on a line and no store can be a whole aligned line. The columns of
     a panel are written into a small stage (plain stores, in L1), which then goes out as
     whole aligned non-temporal lines: the panel starts on a line because it holds a
-    multiple of q / gcd(dB, q) columns. Needs each column to be one contiguous piece of
-    exactly dB elements (the runs adjacent, nothing skipped inside), all of A in one macro
-    tile, the columns outer, and every other node's destination stride a whole number of
-    lines. Measured in a probe (16x60x64x64, 1 thread, ratio to the current kernel): 16
+    multiple of q / gcd(dB, q) columns, and the columns before the first one that starts on
+    a line (found at run time: outer offsets need not be whole lines) are plain stores.
+    Needs each column to be one contiguous piece of exactly dB elements (the runs adjacent,
+    nothing skipped inside), all of A in one macro tile, the columns outer, and every other
+    node's destination stride a multiple of gcd(dB, q), so that some column starts a line. Measured in a probe (16x60x64x64, 1 thread, ratio to the current kernel): 16
     columns per panel (3.8 KB) 0.75-0.80, 64 columns (15 KB) 0.90-1.0.
     """
     if not LINES_PANEL or tile.kind != "lines" or tile.b is None or tile.l is None:
@@ -2010,12 +2011,13 @@ def lines_panel(ir: LoopIR, tile: TileSpec) -> int:
         return 0
     else:
         written = a.extent * run.extent
-    if written != dB or dst.offset0 % q:
+    g = math.gcd(dB, q)  # every column start is a multiple of g plus the outer offset
+    if written != dB or dst.offset0 % g:
         return 0
     for i, n in enumerate(ir.nodes):
-        if i not in tile.nodes and (n.strides[0] is None or n.strides[0] % q):
+        if i not in tile.nodes and (n.strides[0] is None or n.strides[0] % g):
             return 0
-    base = q // math.gcd(dB, q)
+    base = q // g
     cols = max(base, LINES_PANEL_BYTES // (dB * dsz) // base * base)
     if cols * dB * dsz > 4 * LINES_PANEL_BYTES or b.extent < cols:
         return 0

@@ -567,6 +567,8 @@ def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag,
     ((2, 60, 5, 8), "nChw16c", "nhwc", "f32", "f32", 16),      # pixels of 240 B; 40 = 2 panels + 8 direct
     ((1, 36, 4, 8), "nChw8c", "nhwc", "f32", "f32", 28),       # 5 runs a pixel, the last one half
     ((2, 60, 6, 8), "nChw16c", "nhwc", "f32", "bf16", 32),     # one panel and 16 columns left
+    ((3, 60, 5, 7), "nChw16c", "nhwc", "f32", "f32", 16),      # images of 35 pixels: panels start
+    ((2, 60, 6, 7), "nChw16c", "nhwc", "f32", "bf16", 32),     # where a pixel starts a line
     ((1, 20, 16, 13), "nChw16c", "nhwc", "s8", "s8", 192),     # one-byte pixels of 20 B
     ((1, 60, 3, 4, 5), "nCdhw16c", "ndhwc", "f32", "f32", 16),  # 5-D: 60 columns
 ])
@@ -574,7 +576,8 @@ def test_lines_panels(monkeypatch, dims, stag, dtag, sdt, ddt, panel):
     """Kind "lines" into contiguous columns whose lines the calls cannot follow
     (nChw16c -> nhwc, C=60: no run starts on a line): columns go to a small stage in
     panels that start on lines, written out as whole NT lines (``Plan.lines_panel``);
-    the columns left over after the last whole panel are plain stores. Exact at several
+    the columns before the first one that starts a line (images of an odd number of
+    pixels) and those after the last whole panel are plain stores. Exact at several
     destination offsets (misaligned ones take the plain path), 1 and 2 threads, nothing
     written outside."""
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
