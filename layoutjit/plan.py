@@ -1155,10 +1155,18 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     if allow_shift and tile is not None and not nt and moved >= nt_min_bytes(tile):
         # destination rows off the lines: a short contiguous panel is staged whole, longer
         # rows are realigned through a carry; both run jobs of (outer loops x blocks of B).
-        # From the split NT threshold; wide panels from the one-thread one (wide_panel).
+        # Realigned rows and wide panels from the one-thread NT threshold at every thread
+        # count (narrow panels from the split one): plain stores into rows off the lines pay
+        # for partial lines, in cache or not. (Realigned rows once started at the split
+        # threshold, 3/4 of the LLC; A/B at 1 thread (2 threads), ratio to copy, plain ->
+        # realigned, 18-24 MB: nhwc -> nchw 16x128x35x35 1.98 -> 0.97 (1.78 -> 0.93),
+        # 32x96x27x27 1.32 -> 0.55 (1.36 -> 0.90), ab -> ba 1999x1500 1.93 -> 0.49 (1.89 ->
+        # 1.03), f32 -> bf16 3000x1001 2.96 -> 1.38 (2.89 -> 1.21), 1000x4096 1.63-3.25 ->
+        # 1.07-2.22 (2.22-2.55 -> 1.00-1.35), ndhwc -> ncdhw 64x128x7x7x7 1.28-2.22 ->
+        # 1.19-2.09 (1.37-3.03 -> 0.81-1.74).)
         panel = _panel_possible(ir, tile) and not _shift_better(ir, tile)
         wide, pb = wide_panel(ir, tile, vb) if panel else (tile, 1)
-        if (pb > 1 or moved >= nt_split_min_bytes(tile)) and (panel or _shift_possible(ir, tile)):
+        if (pb > 1 or not panel or moved >= nt_split_min_bytes(tile)) and (panel or _shift_possible(ir, tile)):
             tile = wide
             assert tile.b is not None
             outer = outer_nodes(ir, tile)
@@ -1986,8 +1994,14 @@ def lines_panel(ir: LoopIR, tile: TileSpec) -> int:
     a line (found at run time: outer offsets need not be whole lines) are plain stores.
     Needs each column to be one contiguous piece of exactly dB elements (the runs adjacent,
     nothing skipped inside), all of A in one macro tile, the columns outer, and every other
-    node's destination stride a multiple of gcd(dB, q), so that some column starts a line. Measured in a probe (16x60x64x64, 1 thread, ratio to the current kernel): 16
-    columns per panel (3.8 KB) 0.75-0.80, 64 columns (15 KB) 0.90-1.0.
+    node's destination stride a multiple of gcd(dB, q), so that some column starts a line.
+
+    A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), plain -> panels:
+    16x60x64x64 0.87 -> 0.57 (0.90 -> 0.52), 64x60x35x35 0.85 -> 0.56 (0.99 -> 0.39),
+    16x100x56x56 0.85 -> 0.71 (0.87 -> 0.63), 8x200x56x56 0.84 -> 0.47 (0.99 -> 0.45),
+    bf16 -> f32 16x100x56x56 0.99-1.06 -> 0.48-0.60, `nCdhw16c -> ndhwc` 4x60x16x40x40
+    0.82 -> 0.47 (0.89 -> 0.54). A probe of 16x60x64x64 at 1 thread: panels of 16 columns
+    (3.8 KB) 0.75-0.92x copy, of 64 columns (15 KB) 0.91-1.26.
     """
     if not LINES_PANEL or tile.kind != "lines" or tile.b is None or tile.l is None:
         return 0

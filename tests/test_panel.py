@@ -188,8 +188,8 @@ def test_wide_panels_with_short_vectors(monkeypatch):
 
 
 def test_wide_panels_start_at_the_one_thread_nt_threshold(monkeypatch):
-    """Wide panels are planned from the one-thread NT threshold of register transposes
-    (``nt_min_bytes``), at every thread count; narrow panels and realigned rows keep the
+    """Wide panels and realigned rows are planned from the one-thread NT threshold of
+    register transposes (``nt_min_bytes``), at every thread count; narrow panels keep the
     split threshold (``nt_split_min_bytes``). Plans only, with fixed thresholds."""
     monkeypatch.setattr(plan_mod, "PANEL_WIDE_BYTES", WIDE_BYTES)
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 16 << 20)
@@ -207,10 +207,12 @@ def test_wide_panels_start_at_the_one_thread_nt_threshold(monkeypatch):
     assert not p.panel and not p.shifted and not p.nt, p.describe()
     p = plan((32, 512, 7, 7), 32)   # 6.4 MB: plain tiles straight into dst
     assert not p.panel and not p.nt, p.describe()
-    p = plan((100, 1024, 14, 14), 32)   # 14x14 rows, many row groups: realigned from 24 MB
+    p = plan((100, 1024, 14, 14), 32)   # 14x14 rows, many row groups: realigned
     assert p.shifted, p.describe()
-    p = plan((10, 1024, 14, 14), 32)    # 16 MB: below the split threshold, not realigned
-    assert p.bytes_moved < 24 << 20 and not p.shifted and not p.panel, p.describe()
+    p = plan((10, 1024, 14, 14), 32)    # 16 MB: below the split threshold, realigned too
+    assert 11 << 20 < p.bytes_moved < 24 << 20 and p.shifted and p.nt, p.describe()
+    p = plan((6, 1024, 14, 14), 32)     # 9.6 MB: below both, plain tiles
+    assert not p.shifted and not p.panel and not p.nt, p.describe()
 
 
 def test_wide_panel_whole_line_tiles_with_a_tail_block(nt_everywhere, monkeypatch):
