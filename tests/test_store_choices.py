@@ -597,6 +597,27 @@ def test_lines_panels(monkeypatch, dims, stag, dtag, sdt, ddt, panel):
     assert lj.compiler.build(s, d).plan.lines_panel == 0  # the switch for A/B runs
 
 
+@pytest.mark.parametrize("parent, offsets", [
+    ((3, 60, 8, 8), (1, 0, 0, 0)),   # images 2 and 3 of 3: offset0 = 3840 elements
+    ((2, 60, 9, 8), (0, 0, 1, 0)),   # rows 1-8 of 9: offset0 = 480, images 4320 apart
+])
+def test_lines_panels_into_a_submemory(monkeypatch, parent, offsets):
+    """A lines panel into a part of a larger ``nhwc`` tensor: the panels start where the
+    column offsets (offset0 included) meet a line; the rest of the parent is untouched."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "nt_split_min_bytes", lambda tile: 0)
+    dims = (2, 60, 8, 8)
+    s = M(dims, "f32", "nChw16c")
+    d = M(parent, "f32", "nhwc").submemory_desc(dims, offsets)
+    k = lj.compiler.build(s, d)
+    assert k.plan.lines_panel == 16 and d.offset0 > 0, k.plan.describe()
+    x = ref.random_raw(s.get_size() // 4, "f32", np.random.default_rng(7))
+    sentinel = np.full(d.required_bytes(), 0xA5, np.uint8).view(np.float32)
+    expect = ref.reorder(x, s, d, sentinel).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 4, 32])
+
+
 @pytest.mark.parametrize("dims, stag, dtag, sdt, ddt", [
     ((4, 3, 5, 7), "nchw", "nChw8c", "f32", "f32"),      # images of 35 pixels x 32 B: every other one off
     ((2, 64, 9, 9), "nchw", "nChw8c", "f32", "f32"),     # channel blocks of 81 pixels (jobs over n x C/8)
