@@ -57,9 +57,10 @@ Passes, in order (each is a function from IR to IR you can call and print):
    rows shorter than a line take groups of 4 KB, ``shift_rows``). Stores that are
    pieces of lines become whole lines where the pieces can be regrouped: packed runs
    into columns that start inside a line cut their calls at the lines
-   (``Plan.line_phases``: nChw8c -> nhwc, C=200), and table-placed tiles of short
-   destination rows stage their macro tile's dense range (``Plan.cols_stage``:
-   oihw -> OIhw8i8o).
+   (``Plan.line_phases``: nChw8c -> nhwc, C=200), or, where no cut falls on a run,
+   go through a small stage a panel of columns at a time (``Plan.lines_panel``:
+   nChw16c -> nhwc, C=60), and table-placed tiles of short destination rows stage
+   their macro tile's dense range (``Plan.cols_stage``: oihw -> OIhw8i8o).
 
 Zero padding is never a guard in the main loop: codegen splits the loop over a
 padded dim's heaviest digit into a full range, one partial step and a zero
