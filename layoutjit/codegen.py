@@ -1428,7 +1428,7 @@ class KernelWriter:
         panel = self.plan.lines_panel if nt else 0
         if panel:
             if not in_regs or group_var is not None or len(groups) != 1 or groups[0][0][0] != 0:
-                panel = 0  # (not planned so; stay correct) plain stores
+                panel = 0  # plan.lines_panel rules these out; should one slip, plain stores
             nt = False
 
         def phase_chunks(gr: list, c: int) -> list:

@@ -1103,6 +1103,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     nt = False
     staged_cols = bool(tile is not None and allow_shift and COLS_STAGE and cols_stage(ir, tile))
     lpanel = lines_panel(ir, tile) if tile is not None and allow_shift else 0
+    if lpanel and tile is not None and parallel > len(outer_nodes(ir, tile)):
+        lpanel = 0  # a job holds part of the macro tile: the panel would miss rows of A
     static_nt = bool(tile is not None and (staged_cols or lpanel or _nt_possible(ir, tile, phases=allow_shift)))
     # lines that start on 64-byte boundaries in some jobs only (nchw -> nChw8c with an odd
     # number of pixels: every other image half a line off): each job checks at run time
