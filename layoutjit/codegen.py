@@ -1480,6 +1480,17 @@ class KernelWriter:
                     self.w.put(dep, f"for {cv} in range({nf}, {end}):")
                     emit_column(dep + 1, gr, base, first_row, c_first, c_valid, cv)
                     continue
+                passes = self.plan.lines_passes if nt and in_regs else 0
+                per_pass = max(1, self.plan.lines_pass_streams // t.R)
+                if passes and len(crun) > 1 and len(gr) > per_pass:
+                    # Plan.lines_passes: blocks of columns, each swept once per few streams
+                    end = crun[-1][0] + 1
+                    bv, cv = self.w.var("b"), self.w.var("c")
+                    self.w.put(dep, f"for {bv} in range({c_first}, {end}, {passes}):")
+                    for k in range(0, len(gr), per_pass):
+                        self.w.put(dep + 1, f"for {cv} in range({bv}, min({bv} + {passes}, {end})):")
+                        emit_column(dep + 2, gr[k:k + per_pass], base, first_row, c_first, c_valid, cv)
+                    continue
                 if len(crun) > 1:
                     cv = self.w.var("c")
                     self.w.put(dep, f"for {cv} in range({c_first}, {crun[-1][0] + 1}):")

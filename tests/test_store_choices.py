@@ -24,6 +24,7 @@ import pytest
 import layoutjit as lj
 import layoutjit.plan as plan_mod
 import reference as ref
+from layoutjit.compiler import lower_and_plan
 
 M = lj.MemoryDesc
 
@@ -883,3 +884,45 @@ def test_l2_rows_rule_only_for_nt_sizes(monkeypatch):
             assert (p.tile.R, p.tile.M, p.tile.skew) == (16, 2, 512), p.describe()
         else:
             assert p.tile.M * p.tile.R > 16, p.describe()
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, runs", [
+    ((2, 256, 5, 7), "nChw16c", "nhwc", "f32", "u8", 16),     # 4 runs to a line, 2 passes of 8 planes
+    ((2, 256, 9, 5), "nChw16c", "nhwc", "f32", "f32", 16),    # a run is a line
+    ((2, 256, 4, 9), "nChw16c", "nhwc", "f32", "bf16", 16),
+    ((2, 96, 7, 5), "nChw8c", "nhwc", "f32", "f32", 12),      # passes of 8 and 4 planes
+    ((1, 256, 6, 7), "nChw16c", "nhwc", "s8", "s8", 16),      # runs of 16 B
+])
+def test_lines_passes(monkeypatch, dims, stag, dtag, sdt, ddt, runs):
+    """Kind "lines" whose columns gather more runs than ``LINES_PASS_STREAMS`` source
+    streams (nChw16c -> nhwc, C=256: 16 planes per pixel): blocks of columns, each swept
+    once per 8 streams (``Plan.lines_passes``; blocks of 8 columns here, so that the
+    images hold several blocks and a partial one). Exact at several destination offsets
+    (misaligned ones take the plain path), 1 and 2 threads, nothing written outside."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "nt_split_min_bytes", lambda tile: 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    block = 8 if stag == "nChw8c" else 16
+    monkeypatch.setattr(plan_mod, "LINES_PASS_BYTES", 8 * block * s.dtype.size)
+    k = lj.compiler.build(s, d)
+    p = k.plan
+    assert p.tile.kind == "lines" and p.nt and p.lines_passes == 8 and p.lines_pass_streams == 8, p.describe()
+    assert f"a column's {p.tile.M * p.tile.R} runs" in p.describe() and p.tile.M * p.tile.R >= runs
+    assert "min(b" in k.source  # the block loops
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 32}))
+    monkeypatch.setattr(plan_mod, "LINES_PASS_STREAMS", 0)
+    assert lj.compiler.build(s, d).plan.lines_passes == 0  # the switch for A/B runs
+
+
+def test_lines_passes_not_taken(monkeypatch):
+    """Columns of at most 8 runs, plain stores, and rows innermost keep the plain order."""
+    def plan(dims, stag, dtag, sdt="f32", ddt="f32"):
+        return lower_and_plan(M(dims, sdt, stag), M(dims, ddt, dtag), None)[1]
+    assert plan((32, 256, 56, 56), "nChw16c", "nhwc").lines_passes == 1024  # 64 KB of each plane per pass
+    assert plan((32, 128, 56, 56), "nChw16c", "nhwc").lines_passes == 0     # 8 planes
+    assert plan((2, 256, 5, 5), "nChw16c", "nhwc").lines_passes == 0        # small: plain stores
+    assert plan((32, 256, 56, 56), "nhwc", "nChw16c").lines_passes == 0     # rows innermost
