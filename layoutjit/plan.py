@@ -1788,7 +1788,7 @@ def narrow_panel(ir: LoopIR, tile: TileSpec) -> tuple[TileSpec, int] | None:
 
     A line of 1-byte destination elements gathers 64 source rows: f32 -> s8 nchw -> nhwc
     takes 64x8 register tiles, 64 source rows read side by side, which the hardware
-    fetches at half a copy's rate (``_l2_aliased_rows``). When the destination rows
+    fetches at a third of a copy's rate (``python -m perf.patterns``). When the destination rows
     follow one another (dst stride of B == A's extent), the destination of a run of B
     columns is one contiguous block, a quarter of its source's size: each job stages up
     to ``NARROW_PANEL_BYTES`` of it (``Plan.panel_blocks`` blocks of V rows), fills it a
@@ -2143,7 +2143,6 @@ def lines_panel(ir: LoopIR, tile: TileSpec) -> int:
 #: reads from each stream per block of columns.
 LINES_PASS_STREAMS = int(os.environ.get("LAYOUTJIT_LINES_PASS_STREAMS", 8))
 LINES_PASS_BYTES = 64 * 1024
-LINES_PASS_MIN_RUNS = 1
 
 
 def lines_passes(ir: LoopIR, tile: TileSpec) -> int:
@@ -2168,7 +2167,7 @@ def lines_passes(ir: LoopIR, tile: TileSpec) -> int:
     """
     if not LINES_PASS_STREAMS or tile.kind != "lines" or tile.b is None or tile.l is None:
         return 0
-    if tile.R < LINES_PASS_MIN_RUNS or LINES_PASS_STREAMS % tile.R or tile.M * tile.R <= LINES_PASS_STREAMS:
+    if LINES_PASS_STREAMS % tile.R or tile.M * tile.R <= LINES_PASS_STREAMS:
         return 0
     a, b, run = ir.nodes[tile.a], ir.nodes[tile.b], ir.nodes[tile.l]
     if a.extent > b.extent:  # the rows innermost (codegen's emit_group): no column loop to block
