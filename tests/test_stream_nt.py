@@ -102,6 +102,8 @@ def test_padded_runs_from_a_strided_source(nt_everywhere, c, tag):
 @pytest.mark.parametrize("sdt, ddt, prefetched", [
     ("f32", "s8", True), ("f32", "bf16", True),  # reads more than it writes: source prefetched
     ("s8", "f32", False), ("f32", "f32", False),
+    ("s32", "s8", False), ("s32", "u8", False),  # integer narrowing: saturating packs, no prefetch
+    ("s32", "bf16", True),
 ])
 @pytest.mark.parametrize("off", [0, 5])
 def test_narrowing_streams_prefetch_their_source(nt_everywhere, sdt, ddt, prefetched, off):
