@@ -201,12 +201,10 @@ def test_case_option_lists_the_given_pairs():
     p = subprocess.run(cmd[:3] + ["--case", "13x7:ab:bq"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2 and "'bq'" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "perf", "--case-file", "perf/pairs_outside.txt", "--list"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0 and "52 cases (--case)" in p.stdout, p.stderr
-    p = subprocess.run([sys.executable, "-m", "perf", "--case-file", "perf/pairs_more.txt", "--list"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0 and "36 cases (--case)" in p.stdout, p.stderr
+    for name, n in [("pairs_outside", 52), ("pairs_more", 36), ("pairs_fresh", 82), ("pairs_conv", 30)]:
+        p = subprocess.run([sys.executable, "-m", "perf", "--case-file", f"perf/{name}.txt", "--list"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and f"{n} cases (--case)" in p.stdout, (name, p.stderr)
     p = subprocess.run([sys.executable, "-m", "perf", "--case-file", "no/such/file", "--list"],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "--case-file" in p.stderr
