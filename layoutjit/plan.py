@@ -1141,14 +1141,10 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         assert tile is not None
         tile_rows_before = tile.R * tile.M
         tile, pb = narrow
-        assert tile.b is not None
-        outer = outer_nodes(ir, tile)
-        nbb = -(-ir.nodes[tile.b].extent // tile.V)
         notes.append(f"narrow destination elements: a line takes {tile_rows_before} source rows; wide panels "
                      f"instead: {pb} blocks of {tile.V} rows per job, filled a strip of {tile.R} "
                      f"source rows at a time, written out as whole lines")
-        return Plan(ir, tile, len(outer), outer_count(ir, tile) * -(-nbb // pb), vb, True, moved,
-                    tuple(notes), 0, panel=True, panel_blocks=pb)
+        return _staged_plan(ir, tile, vb, moved, notes, panel=True, panel_blocks=pb)
     half = bool(nt and tile is not None and HALF_LINE_TILES and _half_line_tiles(ir, tile))
     if half:
         assert tile is not None
@@ -1202,8 +1198,6 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         if (pb > 1 or not panel or moved >= nt_split_min_bytes(tile)) and (panel or _shift_possible(ir, tile)):
             tile = wide
             assert tile.b is not None
-            outer = outer_nodes(ir, tile)
-            n_outer = outer_count(ir, tile)
             nbb = -(-ir.nodes[tile.b].extent // tile.V)
             # (a wide panel prefetches only when its jobs take whole outer blocks)
             pf = bool(PREFETCH_ROWS and (pb == 1 or pb >= nbb)
@@ -1215,8 +1209,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                 notes.append("prefetch: the source rows follow one another; each block's tile "
                              "prefetches its share of the next " + ("outer index's" if panel else "row group's")
                              + " block")
-            return Plan(ir, tile, len(outer), n_outer * -(-nbb // pb), vb, True, moved, tuple(notes), 0,
-                        shifted=not panel, panel=panel, prefetch=pf, panel_blocks=pb)
+            return _staged_plan(ir, tile, vb, moved, notes, shifted=not panel, panel=panel, prefetch=pf,
+                                panel_blocks=pb)
     if tile is not None and not nt and _wide_groups(ir, tile):
         M = _wide_group_tiles(ir, tile, vb, moved)
         if M != tile.M:
@@ -1270,6 +1264,17 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                 nt_tune=nt_tune, nt_tune_one=tune_one, prefetch=prefetch, line_phases=phases,
                 cols_stage=staged_cols, job_align=job_align, row_stage=stage, lines_panel=lpanel,
                 lines_passes=passes, lines_pass_streams=LINES_PASS_STREAMS if passes else 0)
+
+
+def _staged_plan(ir: LoopIR, tile: TileSpec, vb: int, moved: int, notes: list[str], *,
+                 panel_blocks: int = 1, **kw: bool) -> Plan:
+    """A realigned or panel plan (``Plan.shifted``/``Plan.panel``): NT stores, one job per
+    outer index and run of ``panel_blocks`` blocks of B (codegen's ``_panel_jobs``)."""
+    assert tile.b is not None
+    nbb = -(-ir.nodes[tile.b].extent // tile.V)
+    jobs = outer_count(ir, tile) * -(-nbb // panel_blocks)
+    return Plan(ir, tile, len(outer_nodes(ir, tile)), jobs, vb, True, moved, tuple(notes), 0,
+                panel_blocks=panel_blocks, **kw)
 
 
 #: Most bytes a row stage holds (``row_stage``): within L1 beside the tiles' source lines.
@@ -1618,16 +1623,24 @@ def _panel_possible(ir: LoopIR, tile: TileSpec) -> bool:
     keep their whole-block tiles, which write the panel directly (8-bit 7x7: 1.7x copy
     direct, 2.2x staged). No padding, index-computed offsets or extra operands.
     """
-    if not _two_node_transpose(ir, tile) or tile.b is None:
+    if not _two_node_transpose(ir, tile) or not _rows_form_panels(ir, tile):
         return False
-    if any(r.valid != r.extent or r.write != r.extent for r in ir.dims):
+    dsz = ir.operands[0].dtype.size
+    a = ir.nodes[tile.a]
+    return (a.extent * dsz) % 64 != 0 and tile.V * a.extent * dsz <= PANEL_MAX_BYTES
+
+
+def _rows_form_panels(ir: LoopIR, tile: TileSpec) -> bool:
+    """Whether a transpose's destination rows (A elements each, unit stride) follow one
+    another (B's destination stride is A's extent), so that a block of B columns is one
+    contiguous destination panel; no padding, every stride known (the staged panels of
+    ``_panel_possible`` and ``narrow_panel``)."""
+    if tile.b is None or any(r.valid != r.extent or r.write != r.extent for r in ir.dims):
         return False
     if any(n.strides[0] is None or n.strides[1] is None for n in ir.nodes):
         return False
-    dsz = ir.operands[0].dtype.size
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
-    return (a.strides[0] == 1 and b.strides[1] == 1 and b.strides[0] == a.extent
-            and (a.extent * dsz) % 64 != 0 and tile.V * a.extent * dsz <= PANEL_MAX_BYTES)
+    return a.strides[0] == 1 and b.strides[1] == 1 and b.strides[0] == a.extent
 
 
 #: Whether NT transposes (and packed runs) of short source rows that follow one another
@@ -1820,16 +1833,10 @@ def narrow_panel(ir: LoopIR, tile: TileSpec) -> tuple[TileSpec, int] | None:
         return None
     if tile.c is not None or tile.a2 is not None or len(ir.operands) != 2:
         return None
-    if tile.R * tile.M < NARROW_PANEL_MIN_TILE_ROWS:
-        return None
-    if any(r.valid != r.extent or r.write != r.extent for r in ir.dims):
-        return None
-    if any(n.strides[0] is None or n.strides[1] is None for n in ir.nodes):
+    if tile.R * tile.M < NARROW_PANEL_MIN_TILE_ROWS or not _rows_form_panels(ir, tile):
         return None
     assert tile.b is not None
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
-    if not (a.strides[0] == 1 and b.strides[1] == 1 and b.strides[0] == a.extent):
-        return None
     ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
     if ssz < 2 * dsz:
         return None
