@@ -71,11 +71,13 @@ class Operand:
 
 @dataclass(frozen=True)
 class DimRange:
-    """Extents of one logical dim: data below ``valid``, zeros below ``write``."""
+    """Extents of one logical dim: data below ``valid``, zeros below ``write``; the source
+    holds elements (its padding included) below ``src_extent`` (0: ``valid``)."""
 
     valid: int
     write: int
     extent: int
+    src_extent: int = 0
 
     @property
     def guarded(self) -> bool:
@@ -211,7 +213,7 @@ def lower(dst: MemoryDesc, src: MemoryDesc,
         valid = dst.dims[d]
         write = dst.padded_dims[d]
         extent = -(-write // top) * top
-        dims.append(DimRange(valid, write, extent))
+        dims.append(DimRange(valid, write, extent, src.padded_dims[d]))
         bounds = ws + [extent]
         dim_nodes = []
         for lo_w, hi_w in zip(bounds, bounds[1:]):

@@ -459,8 +459,8 @@ def _dense_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, *, R: int, V: int, 
 def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
                dstride, *, R: int, V: int, s: DataType, d: DataType, Rv: int, Vv: int,
                nt: bool, rows_contiguous: bool, vbytes: int, src_dense: bool = False,
-               post: tuple = (), cols: tuple | None = None, src_rows: tuple | _RowTable | None = None
-               ) -> None:
+               post: tuple = (), cols: tuple | None = None, src_rows: tuple | _RowTable | None = None,
+               src_over: bool = False) -> None:
     """Emit the whole tile at the builder's position (pointers are to storage elements).
 
     ``src_rows``: source row r starts at ``soff + src_rows[r]`` (``sstride`` unused), the
@@ -483,7 +483,7 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
         return
 
     gather, converted = _tile_regs(builder, sptr, soff, sstride, R=R, V=V, s=s, d=d, Rv=Rv, Vv=Vv,
-                                   vbytes=vbytes, src_rows=src_rows)
+                                   vbytes=vbytes, src_rows=src_rows, src_over=src_over)
     _store_tile(builder, gather, dptr, doff, dstride, R=R, V=V, P=P, s=s, d=d, nt=nt,
                 rows_contiguous=rows_contiguous, vbytes=vbytes, converted=converted, post=post,
                 cols=cols)
@@ -497,10 +497,11 @@ class _RowTable:
 
 
 def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, V: int, s: DataType,
-               d: DataType, Rv: int, Vv: int, vbytes: int, src_rows: tuple | _RowTable | None = None
-               ) -> tuple[_Gather, bool]:
+               d: DataType, Rv: int, Vv: int, vbytes: int, src_rows: tuple | _RowTable | None = None,
+               src_over: bool = False) -> tuple[_Gather, bool]:
     """Steps 1-3 of a tile: load the rows, convert (narrowing), transpose in registers.
-    Returns the gatherer of element ids r*P + c and whether the values are converted."""
+    Returns the gatherer of element ids r*P + c and whether the values are converted.
+    ``src_over``: each row may be read whole to P elements (see :func:`tile`)."""
     ssz, dsz = s.size, d.size
     Rp, P = _pow2ceil(R), _pow2ceil(V)
     sty = _cv.storage_ir_type(s)
@@ -521,7 +522,12 @@ def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, 
         else:
             off = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))
         p = builder.gep(sptr, [off], inbounds=True)
-        if Vv < P and Vv & (Vv - 1) and _masked_native(ssz, P * ssz):
+        if Vv < P and src_over:
+            # the row's next P - Vv elements are readable (a padded block): one whole load,
+            # the lanes from Vv on zeroed by a blend (a masked load costs twice the tile)
+            val = builder.load(builder.bitcast(p, ir.VectorType(sty, P).as_pointer()), align=ssz)
+            val = builder.shuffle_vector(val, zero_row, _mask([c if c < Vv else P + c for c in range(P)]))
+        elif Vv < P and Vv & (Vv - 1) and _masked_native(ssz, P * ssz):
             val = _masked_load(builder, p, ir.VectorType(sty, P), Vv, ssz)  # zeros above Vv
         else:
             vty = ir.VectorType(sty, Vv)
@@ -879,10 +885,10 @@ def _expect_array(ty, dt: DataType, what: str, who: str = "tile"):
 @functools.cache
 def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: bool,
                rows_contiguous: bool, vbytes: int, src_dense: bool = False, post: tuple = (),
-               src_rows: tuple | None = None):
+               src_rows: tuple | None = None, src_over: bool = False):
     s, d = as_dtype(sname), as_dtype(dname)
     params = dict(R=R, V=V, s=s, d=d, Rv=Rv, Vv=Vv, nt=nt, rows_contiguous=rows_contiguous,
-                  vbytes=vbytes, src_dense=src_dense, post=post, src_rows=src_rows)
+                  vbytes=vbytes, src_dense=src_dense, post=post, src_rows=src_rows, src_over=src_over)
 
     def impl(typingctx, src, soff, sstride, dst, doff, dstride):
         _expect_array(src, s, "src")
@@ -908,7 +914,7 @@ def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: boo
             + ("_nt" if nt else "") + ("_rc" if rows_contiguous else "") + ("_sd" if src_dense else "")
             + "".join(f"_{op}{a!r}".replace(".", "p").replace("-", "m") for op, a in post)
             + (f"_sr{_short_hash(src_rows)}" if src_rows is not None else "")
-            + f"_w{vbytes}")
+            + ("_so" if src_over else "") + f"_w{vbytes}")
     impl.__name__ = impl.__qualname__ = name
     impl.__module__ = __name__
     impl.tile_params = dict(params, s=sname, d=dname)  # type: ignore[attr-defined]
@@ -938,7 +944,8 @@ def _tile_args(who: str, R: int, V: int, Rv: int | None, Vv: int | None, vbytes:
 
 def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | None = None,
          nt: bool = False, rows_contiguous: bool = False, vbytes: int = HOST_VECTOR_BYTES,
-         src_dense: bool = False, post: tuple = (), src_rows: tuple | None = None):
+         src_dense: bool = False, post: tuple = (), src_rows: tuple | None = None,
+         src_over: bool = False):
     """A (memoized) Numba intrinsic ``t(src, soff, sstride, dst, doff, dstride)`` moving one
     R x V block; see the module docstring for the exact semantics and the NT preconditions.
 
@@ -953,6 +960,10 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
     ``src_rows``: R element offsets; source row r starts at ``soff + src_rows[r]`` and
     ``sstride`` is ignored (rows from two index digits: oihw -> OIhw4i16o4i reads a
     destination line's 4 o x 4 i values from rows 4608 and 9 elements apart).
+    ``src_over``: the caller promises that every source row read holds the next power of two
+    of V elements in readable memory (the padding of a blocked source: nCw8c with C=7);
+    rows of Vv < that are then read whole and the extra lanes zeroed, instead of through
+    a masked load.
     """
     s, d = as_dtype(src_dt), as_dtype(dst_dt)
     R, V, Rv, Vv, post = _tile_args("tile", R, V, Rv, Vv, vbytes, post, d)
@@ -968,7 +979,7 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
         if len(src_rows) != R:
             raise ValueError(f"tile: src_rows has {len(src_rows)} offsets, R={R}")
     return _make_tile(R, V, str.__str__(s), str.__str__(d), Rv, Vv, nt, rows_contiguous,
-                      int(vbytes), bool(src_dense), post, src_rows)
+                      int(vbytes), bool(src_dense), post, src_rows, bool(src_over))
 
 
 def _short_hash(values: tuple) -> str:

@@ -61,14 +61,15 @@ def aligned_empty(n: int, dtype, align: int = 64) -> np.ndarray:
 class Case:
     """One tile call: parameters, buffers, expected result."""
 
-    def __init__(self, R, V, s, d, Rv=None, Vv=None, nt=False, rc=False, vbytes=None, dense=False):
+    def __init__(self, R, V, s, d, Rv=None, Vv=None, nt=False, rc=False, vbytes=None, dense=False,
+                 over=False):
         self.R, self.V, self.s, self.d = R, V, s, d
         self.Rv = R if Rv is None else Rv
         self.Vv = V if Vv is None else Vv
         self.nt, self.rc = nt, rc
         self.vbytes = simd.HOST_VECTOR_BYTES if vbytes is None else vbytes
         self.t = tile(R, V, s, d, Rv=Rv, Vv=Vv, nt=nt, rows_contiguous=rc, vbytes=self.vbytes,
-                      src_dense=dense)
+                      src_dense=dense, src_over=over)
         dsz = as_dtype(d).size
         self.sstride = V if dense else V + int(RNG.integers(0, 9))
         self.soff = int(RNG.integers(0, 7))
@@ -241,6 +242,20 @@ def test_tiles_src_dense():
     """Rows that are one run (sstride == V) read as whole vectors, at every vector width."""
     check_group(_dense_cases())
     check_group(_dense_cases(vbytes=32)[::2] + _dense_cases(vbytes=16)[1::3])
+
+
+def test_tiles_src_over():
+    """Rows read whole past their Vv elements (``src_over``: a padded block's garbage lanes
+    follow them): the same results as masked loads, and no masked load in the code."""
+    cases = [Case(16, 7, "f32", "f32", over=True), Case(32, 7, "f32", "bf16", nt=True, over=True),
+             Case(16, 13, "f32", "f32", nt=True, over=True), Case(16, 6, "f32", "f32", Vv=5, over=True),
+             Case(5, 7, "f32", "s8", rc=True, over=True), Case(16, 7, "bf16", "bf16", over=True),
+             Case(16, 13, "s8", "s8", over=True), Case(16, 16, "f32", "f32", Rv=11, Vv=13, over=True),
+             Case(16, 3, "u8", "f32", over=True)]
+    fns = check_group(cases)
+    for fn in fns:
+        asm = fn.inspect_asm(fn.signatures[0])
+        assert not re.search(r"\bv(p?maskmov)\w*\s[^\n]*\(%", asm)
 
 
 def test_tiles_without_masked_memops(monkeypatch):
