@@ -34,6 +34,23 @@ def test_source_order_at_the_real_thresholds():
     assert not small.nt and not any(NOTE in n for n in small.notes), small.describe()
 
 
+def test_narrowing_streams_take_nt_from_a_quarter_of_the_llc():
+    """f32 -> s8/bf16 streams of 14-16 MB (between a quarter and half of a 32 MiB LLC) take
+    NT stores at every thread count, never the timed band (streams have none); a widening
+    stream of that size and a narrowing one under the quarter keep plain stores.
+    (Before the fixture below: it patches the thresholds for the rest of the module.)"""
+    import layoutjit.plan as plan_mod
+
+    q = plan_mod.llc_bytes() // 4
+    for sdt, ddt, n, want in [("f32", "s8", q * 6 // 5, True), ("f32", "bf16", q * 6 // 5, True),
+                              ("s8", "f32", q * 6 // 5, False), ("f32", "s8", q * 4 // 5, False)]:
+        elems = n // 5 if ddt == "s8" or sdt == "s8" else n // 6
+        elems -= elems % 64
+        p = plan_of(M((elems,), sdt, "a"), M((elems,), ddt, "a"))
+        assert p.tile.kind == "stream" and p.nt == want and not p.nt_tune, (sdt, ddt, n, p.describe())
+        assert p.nt_split or not p.nt
+
+
 CASES = [
     ((2, 24, 3, 48), "abcd", "acbd", "f32", "f32"),       # runs of three lines
     ((2, 9, 5, 64), "abcd", "acbd", "f32", "f32"),        # runs of four lines
