@@ -317,8 +317,12 @@ def order_by_dst(ir: LoopIR) -> LoopIR:
     def key(n: Node) -> tuple:
         s = n.strides[1]
         return (-(n.strides[0] or 0), -(s if s is not None else 0), -n.weight)
-    nodes = sorted(ir.nodes, key=key)
-    # keep each dim's digits heaviest-first (needed for compile-time padding splits)
+    return ir.with_nodes(_padded_digits_heaviest_first(ir, sorted(ir.nodes, key=key)), "order_by_dst")
+
+
+def _padded_digits_heaviest_first(ir: LoopIR, nodes: list[Node]) -> list[Node]:
+    """``nodes`` with each padded dim's digits put back heaviest-first, in the places its
+    digits hold (compile-time padding splits need them in that order)."""
     by_dim: dict[int, list[Node]] = {}
     for n in nodes:
         if n.dim is not None:
@@ -328,7 +332,7 @@ def order_by_dst(ir: LoopIR) -> LoopIR:
         if want != lst and ir.dims[d].guarded:
             it = iter(want)
             nodes = [next(it) if n.dim == d else n for n in nodes]
-    return ir.with_nodes(nodes, "order_by_dst")
+    return nodes
 
 
 def _mergeable(ir: LoopIR, outer: Node, inner: Node) -> bool:
@@ -749,20 +753,9 @@ def _stream_src_order(ir: LoopIR, tile: TileSpec) -> bool:
 def _by_source(ir: LoopIR) -> LoopIR:
     """The outer nodes (all but the last) by decreasing source stride, each padded dim's
     digits kept heaviest-first as :func:`order_by_dst` keeps them."""
-    outer = list(ir.nodes[:-1])
-
     def key(n: Node) -> tuple:
         return (-(n.strides[1] or 0), -(n.strides[0] or 0), -n.weight)
-    nodes = sorted(outer, key=key)
-    by_dim: dict[int, list[Node]] = {}
-    for n in nodes:
-        if n.dim is not None:
-            by_dim.setdefault(n.dim, []).append(n)
-    for d, lst in by_dim.items():
-        want = sorted(lst, key=lambda n: -n.weight)
-        if want != lst and ir.dims[d].guarded:
-            it = iter(want)
-            nodes = [next(it) if n.dim == d else n for n in nodes]
+    nodes = _padded_digits_heaviest_first(ir, sorted(ir.nodes[:-1], key=key))
     return ir.with_nodes(nodes + [ir.nodes[-1]], "source_order")
 
 
