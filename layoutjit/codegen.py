@@ -961,14 +961,12 @@ class KernelWriter:
     def _readable_of(self, node: Node, state: dict) -> int:
         """Steps of a micro-kernel node whose source elements exist in memory (the source's
         padding included) in the current state."""
-        n = node.extent
-        d = node.dim
-        if d is None or d not in state or state[d] == "full":
-            return n
-        if state[d] == "zero":
+        if node.weight != 1:  # (a node with source stride 1 is its dim's lightest digit)
             return 0
-        r = self.ir.dims[d]
-        return _clamp(-(-(max(r.src_extent, r.valid) - state[d][1]) // node.weight), 0, n)
+        if node.dim is not None and isinstance(state.get(node.dim), tuple):
+            r = self.ir.dims[node.dim]
+            return _clamp(max(r.src_extent, r.valid) - state[node.dim][1], 0, node.extent)
+        return self._range_of(node, state)[0]  # unguarded or full: every step; zero: none
 
     def _tile(self, depth: int, offs: list[str], state: dict, terms: dict, entered: set[int],
               nt: bool, group_var: str | None) -> None:
