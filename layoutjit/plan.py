@@ -1422,9 +1422,11 @@ def row_stage(ir: LoopIR, tile: TileSpec, vbytes: int) -> int:
     0.75-0.83), 256x96x32x32 0.91-1.06 -> 0.87-0.94 (0.80-0.83 -> 0.85); bf16 64x96x64x64,
     ratio to copy, 1.11 -> 0.87 (1.04 -> 0.95)). Blocks of 8 (nChw8c -> nchw) measured no
     gain and longer source runs of B (nhwc -> nchw, C=96: 16-256 B per row) lost; both are
-    left out. Transposes without padding or an epilogue whose destination rows are
-    contiguous along A; when the macro tiles are jobs, the jobs become chunks. Measured
-    with 32-byte vectors only (``ROW_STAGE_MAX_VECTOR``).
+    left out, except rows off the lines that follow one another into destination rows at
+    most 8 KB apart (``_near_rows_stage``: nchw -> nhwc, C=2048, 7x7). Transposes without
+    padding or an epilogue whose destination rows are contiguous along A; when the macro
+    tiles are jobs, the jobs become chunks. Measured with 32-byte vectors only
+    (``ROW_STAGE_MAX_VECTOR``).
     """
     if vbytes >= ROW_STAGE_MAX_VECTOR or not ROW_STAGE_BYTES or tile.kind != "transpose":
         return 0
@@ -1438,14 +1440,51 @@ def row_stage(ir: LoopIR, tile: TileSpec, vbytes: int) -> int:
     dsz, ssz = ir.operands[0].dtype.size, ir.operands[1].dtype.size
     if a.strides[0] != 1 or b.strides[0] is None or not _rows_share_l1_set(b.strides[0] * dsz):
         return 0
-    if b.extent < 16 or b.extent * ssz > 64:  # blocks of 16 (nChw8c -> nchw measured no gain)
+    if b.extent < 16:
         return 0
     group = tile.M * tile.R
     if (group * dsz) % 64:
         return 0
+    limit = ROW_STAGE_BYTES
+    if b.extent * ssz > 64:  # blocks of 16 (nChw8c -> nchw measured no gain)
+        if not _near_rows_stage(a, b, dsz, ssz):
+            return 0
+        limit = ROW_STAGE_NEAR_BYTES
     k = min(a.extent // group, max(1, ROW_STAGE_ROW_BYTES // (group * dsz)),
-            ROW_STAGE_BYTES // (b.extent * group * dsz))
-    return k * group if k >= 1 else 0
+            limit // (b.extent * group * dsz))
+    if k < 1 or (limit != ROW_STAGE_BYTES and k * group * dsz < ROW_STAGE_ROW_BYTES):
+        return 0
+    return k * group
+
+
+#: Most bytes a row stage of near rows holds (``_near_rows_stage``).
+ROW_STAGE_NEAR_BYTES = int(os.environ.get("LAYOUTJIT_ROW_STAGE_NEAR_BYTES", 64 * 1024))
+#: ... for destination rows at most this far apart.
+ROW_STAGE_NEAR_STRIDE = 8192
+
+
+def _near_rows_stage(a: Node, b: Node, dsz: int, ssz: int) -> bool:
+    """Whether a row stage pays for source rows longer than a line (``row_stage``).
+
+    nchw -> nhwc with 7x7 planes and many channels (C = 1024 or 2048 f32): the planes
+    follow one another (one contiguous block per row group, prefetched) and are not a
+    whole number of lines, and the destination's pixel rows are 4 or 8 KB apart, so the
+    tiles write 256 B into each of B rows at one offset within 4 KB per visit. Staging
+    1 KB of each of the B rows (in at most ``ROW_STAGE_NEAR_BYTES``) and writing them out
+    row by row, ratio to copy at 1 thread (2 threads), two harness runs each way, without
+    -> with: 256x2048x7x7 1.18-1.27 (0.93-0.99) -> 1.00-1.15 (0.92-0.94), 128x1024x7x7
+    1.13-1.32 (0.92-1.00) -> 0.92-0.98 (0.81-0.92), bf16 128x2048x7x7 1.53-1.77 (1.17-1.34)
+    -> 0.94-1.22 (0.85-0.96); in one-process A/B 128x2048x7x7 1.15 -> 0.94-0.97. A 196 KB
+    stage (14x14 planes, C=1024 and 2048) gained nothing at 1 thread and lost at 2 (0.91
+    -> 1.04-1.08); planes of whole lines lost (8x8: 0.82 -> 0.96), and so did rows further
+    apart (`nwc -> ncw` C=64, rows 16 KB apart: 1.10 -> 1.16 (0.84 -> 0.96)), the other
+    direction (`nhwc -> nchw` 128x256x32x32, 1 KB rows into 4 KB planes: 0.99 -> 1.14 (0.70
+    -> 0.94)), stages of less than 1 KB per row (`ab -> ba` 2048x2048: 0.86 -> 1.89) and
+    rows that do not follow one another (`abcd -> dcba` 64^4: 1.85 -> 2.10).
+    """
+    assert b.strides[0] is not None
+    return (ROW_STAGE_NEAR_BYTES > 0 and _rows_follow(a, b) and (b.extent * ssz) % 64 != 0
+            and b.strides[0] * dsz <= ROW_STAGE_NEAR_STRIDE)
 
 
 def _job_nodes(ir: LoopIR, tile: TileSpec, parallel: int) -> frozenset[int]:
