@@ -267,6 +267,14 @@ MAX_TILE_SRC_BYTES = 2048
 MAX_TILE_NET_REGS = 16
 # Tiles that write whole blocks take enough columns to write whole lines (_transpose).
 BLOCK_TILE_LINES = True
+#: ... taking up to this many times the registers of MAX_TILE_NET_REGS for it (simd splits
+#: the network into row groups) where the stores will be NT. 9x8 tiles (288 B, plain
+#: stores) -> 9x16 (576 B, whole lines, NT), ratio to copy at 1 thread (2 threads), A/B:
+#: OIhw16o16i -> oihw 1024x1024x3x3 1.11 -> 0.96 (1.09 -> 0.83), 1.52 -> 1.30 (1.19 ->
+#: 1.05); gOIhw16o16i -> goihw 64x64x1024x3x3 1.36 -> 1.15 (1.24 -> 0.94); nChw16c -> nchw
+#: 512x1024x3x3 1.14 -> 0.97 (0.95 -> 0.71), 2048x1024x3x3 1.07 -> 0.93 (1.06 -> 0.76).
+#: In cache (plain stores) the wider network lost (256x256x3x3: 2.30 -> 2.64).
+BLOCK_TILE_LINES_NET = int(os.environ.get("LAYOUTJIT_BLOCK_TILE_LINES_NET", 2))
 #: Tiles write two lines of each destination row where rows repeat every 4 modulo 4 KB
 #: (``_two_line_rows``; ``LAYOUTJIT_TWO_LINE_ROWS=0`` turns it off); measured with 32-byte
 #: vectors only.
@@ -951,7 +959,11 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         # threads): plain 3x8 0.80 (0.91) -> NT 3x16 0.52 (0.65)).
         whole = 64 // math.gcd(64, R * dsz)
         Vw = -(-V // whole) * whole
-        if Vw <= min(b.extent, cap, 2 * max(1, vbytes // ssz)):
+        wide = cap
+        if _transpose_takes_nt(ir, ssz, dsz):
+            wide = min(max(1, MAX_TILE_SRC_BYTES // (Rp * ssz)),
+                       max(1, BLOCK_TILE_LINES_NET * net * vbytes // (Rp * min(ssz, dsz))))
+        if Vw <= min(b.extent, wide, 2 * max(1, vbytes // ssz)):
             V = Vw
     # Source rows read side by side: a blocked destination (whole blocks written) prefers
     # fewer streams than a full transpose (measured on Zen 5: 16 vs 32).

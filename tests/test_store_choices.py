@@ -528,6 +528,37 @@ def test_block_tiles_take_whole_lines(monkeypatch, dims, dt, V32):
         assert ref.kernel_matches_reference(k, seed=threads)
 
 
+@pytest.mark.parametrize("dims, stag, dtag", [
+    ((32, 48, 3, 3), "OIhw16o16i", "oihw"),      # 3x3 kernels of 16 outputs: 9x16 tiles
+    ((2, 32, 48, 3, 3), "gOIhw16o16i", "goihw"),
+    ((40, 48, 3, 3), "OIhw16o16i", "oihw"),       # O=40: the last block's padding skipped
+    ((3, 48, 3, 3), "nChw16c", "nchw"),
+])
+def test_block_tiles_widen_past_the_network_cap_for_nt_lines(monkeypatch, dims, stag, dtag):
+    """9-row whole-block tiles (3x3 kernels out of 16-blocks) take 16 columns, past the
+    network's register cap, when the stores will be NT: each call then writes 9 whole
+    lines; in cache they keep 8. Exact with tails, at 1 and 2 threads."""
+    src, dst = M(dims, "f32", stag), M(dims, "f32", dtag)
+    ir = lj.compiler.lower_and_plan(src, dst, None)[0]
+    t = plan_mod.make_plan(ir, vbytes=32).tile
+    assert t.rows_contiguous and (t.R, t.V) == (9, 8), t
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
+    p = plan_mod.make_plan(ir, vbytes=32)
+    assert p.nt and p.tile.rows_contiguous and (p.tile.R, p.tile.V) == (9, 16), p.describe()
+    with monkeypatch.context() as m:
+        m.setattr(plan_mod, "BLOCK_TILE_LINES_NET", 1)
+        assert plan_mod.make_plan(ir, vbytes=32).tile.V == 8
+    k = lj.compiler.build(src, dst)
+    if k.plan.vector_bytes == 32:
+        assert (k.plan.tile.R, k.plan.tile.V) == (9, 16) and k.plan.nt, k.plan.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(src.get_size() // 4, "f32", rng)
+    want = ref.reorder(x, src, dst, np.zeros(dst.get_size() // 4, np.float32))
+    ref.check_guarded_runs(k, x, want.view(np.uint8), offsets=(0, 4))
+
+
 def test_prefetch_only_with_nt_stores():
     """Tensors small enough for plain stores (they stay in cache) do not prefetch."""
     dims = (2, 240, 8, 8)
