@@ -419,6 +419,8 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
     ((2, 40, 8, 7), "nhwc", "nChw8c", "f32", "f32", 8),     # C=40: 5 blocks, 56 pixels
     ((2, 64, 8, 8), "nhwc", "nChw16c", "f32", "bf16", 8),   # conversion: 2 runs of 16 a line
     ((2, 64, 8, 8), "nhwc", "nChw16c", "f32", "f32", 0),    # one run a line: rows read in order
+    ((2, 36, 8, 8), "nhwc", "nChw16c", "f32", "s8", 4),     # pixels of 36 read as 48 (padding)
+    ((2, 20, 8, 9), "nhwc", "nChw16c", "f32", "bf16", 8),   # 20 as 32, 72 pixels (a tail)
     ((2, 64, 8, 8), "nChw16c", "nChw8c", "f32", "f32", 0),  # rows of one line: read in order
 ])
 def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dtag, sdt, ddt, m):
