@@ -320,6 +320,38 @@ def drop_unit(ir: LoopIR) -> LoopIR:
     return ir.with_nodes(nodes, None if len(nodes) == len(ir.nodes) else "drop_unit")
 
 
+def trim_skipped(ir: LoopIR) -> LoopIR:
+    """Stop a dim's only loop at the destination's padded size.
+
+    A source blocked more coarsely than the destination lowers the dim to a multiple of
+    its block (``ABcd4b16a4b -> abcd`` with a = 7: 16 steps, [7, 16) skipped). When one
+    node holds the whole dim, the skipped steps are empty iterations; as jobs they were
+    worse, most of the static split's share of one thread. The node and the dim's extent
+    stop at the first multiple of the node's weight that covers the padded size. A/B on
+    Zen 3, ratio to copy at 1 thread (2 threads): `ABcd4b16a4b -> abcd` 7x112x28x768
+    2.26 (3.28) -> 1.07 (0.85) (a = 7 unguarded then joins the source run of the tile).
+    Nodes with a unit stride are left whole: they become the tile's rows or columns, whose
+    plans read a padded block whole (`nCw8c -> ncw` C=7: 0.84 -> 1.36 when trimmed)."""
+    count: dict[int, int] = {}
+    for n in ir.nodes:
+        if n.dim is not None:
+            count[n.dim] = count.get(n.dim, 0) + 1
+    dims = list(ir.dims)
+    nodes = list(ir.nodes)
+    for i, n in enumerate(nodes):
+        d = n.dim
+        if d is None or count[d] != 1 or 1 in n.strides:  # unit strides: tile nodes, kept
+            continue
+        r = dims[d]
+        e = -(-r.write // n.weight)
+        if r.write < r.extent and n.extent * n.weight == r.extent and e < n.extent:
+            nodes[i] = Node(e, d, n.weight, n.strides)
+            dims[d] = replace(r, extent=e * n.weight)
+    if nodes == list(ir.nodes):
+        return ir
+    return replace(ir.with_nodes(nodes, "trim_skipped"), dims=tuple(dims))
+
+
 def order_by_dst(ir: LoopIR) -> LoopIR:
     """Sort nodes outermost-first by decreasing destination stride (then source stride)."""
     def key(n: Node) -> tuple:
@@ -369,8 +401,8 @@ def merge(ir: LoopIR) -> LoopIR:
 
 
 def normalize(ir: LoopIR) -> LoopIR:
-    """drop_unit, order_by_dst, merge."""
-    return merge(order_by_dst(drop_unit(ir)))
+    """drop_unit, trim_skipped, order_by_dst, merge."""
+    return merge(order_by_dst(trim_skipped(drop_unit(ir))))
 
 
 # ------------------------------------------------------------- plan choices

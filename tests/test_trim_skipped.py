@@ -1,0 +1,48 @@
+"""A dim held by one outer node stops at the destination's padded size (plan.trim_skipped).
+
+A source blocked more coarsely than the destination lowers such a dim to a multiple of
+its block (``ABcd4b16a4b -> abcd`` with a = 7 runs 16 steps, [7, 16) skipped); the
+skipped steps were empty jobs, most of one thread's static share.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+from layoutjit.compiler import lower_and_plan
+
+M = lj.MemoryDesc
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, trimmed", [
+    ((7, 24, 3, 40), "ABcd4b16a4b", "abcd", "f32", "f32", True),   # a = 7 of 16 (stride 4)
+    ((7, 24, 3, 40), "ABcd4b16a4b", "abcd", "f32", "bf16", True),  # converted
+    ((5, 24, 3, 3), "OIhw4i16o4i", "oihw", "f32", "f32", True),    # o = 5 of 16
+    ((3, 40, 5, 5), "ABcd16b16a", "abcd", "f32", "f32", False),    # a's node has stride 1
+    ((2, 7, 48), "nCw8c", "ncw", "f32", "f32", False),             # b's node has stride 1
+    ((20, 24, 3, 3), "OIhw16i16o", "oihw", "f32", "f32", False),   # o: two digits
+])
+def test_skipped_steps_are_trimmed(monkeypatch, dims, stag, dtag, sdt, ddt, trimmed):
+    """The trimmed dim loses its guard (nothing skipped in the plan), the others keep
+    theirs; every byte exact at 1 and 2 threads."""
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    src, dst = M(dims, sdt, stag), M(dims, ddt, dtag)
+    ir, plan = lower_and_plan(src, dst, None)[:2]
+    assert any(r.write < r.extent for r in ir.dims), plan.describe()
+    assert ("trim_skipped" in plan.ir.notes) == trimmed, plan.describe()
+    if trimmed:
+        assert plan.ir.dims[0].write == plan.ir.dims[0].extent == dims[0], plan.describe()
+    k = lj.compiler.build(src, dst)
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads), k.plan.describe()
+
+
+def test_trimmed_jobs_are_all_live():
+    """7x112x28x768 from ABcd4b16a4b: no job covers only skipped rows of a."""
+    dims = (7, 112, 28, 768)
+    ir, plan = lower_and_plan(M(dims, "f32", "ABcd4b16a4b"), M(dims, "f32", "abcd"), None)[:2]
+    assert plan.ir.total == int(np.prod(dims)), plan.describe()
+    assert plan.jobs * 2 > 7 * 112, plan.describe()
