@@ -709,6 +709,12 @@ def _lines_digits_ok(ir: LoopIR, nodes: list[Node], a: Node, b: Node, run: Node)
     return all(_digit_order_ok(ir, nodes, n) for n in guarded)
 
 
+#: Longest run (elements) of a "lines" plan: its calls are ``simd.gather``/``simd.tile``
+#: micro-kernels, at most ``simd.MAX_TILE`` elements a row (1-byte runs of 65-128 elements
+#: are streams instead).
+LINES_MAX_RUN = 64
+
+
 def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True, allow_cols: bool = True
                 ) -> tuple[LoopIR, TileSpec | None, list[str]]:
     """Pick the micro-kernel for the innermost nodes, if any (see TileSpec)."""
@@ -740,7 +746,7 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True, allow_cols: bool = 
     ia2 = next((i for i, n in enumerate(nodes) if i != ia and n.strides[0] == run.extent), None)
     ib2 = next((i for i, n in enumerate(nodes) if i != ia and n.strides[1] == run.extent), None)
     if (ia2 is not None and ib2 is not None and ia2 != ib2 and run_bytes <= 128
-            and all(s is not None for s in nodes[ia2].strides + nodes[ib2].strides)
+            and run.extent <= LINES_MAX_RUN and all(s is not None for s in nodes[ia2].strides + nodes[ib2].strides)
             and _lines_digits_ok(ir, nodes, nodes[ia2], nodes[ib2], run)):
         a, b = nodes[ia2], nodes[ib2]
         G = 64 // run_bytes if run_bytes < 64 and 64 % run_bytes == 0 else 1

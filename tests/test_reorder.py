@@ -211,6 +211,17 @@ def test_random_layout_pairs(pair):
     run_and_check(*pair)
 
 
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt", [
+    ((2, 2, 6, 11), "nchw", "iohw", "f32", "u8"),   # runs of 66 bytes (found by hypothesis)
+    ((3, 2, 10, 12), "nchw", "iohw", "s8", "s8"),   # runs of 120: a stream, not "lines"
+    ((2, 3, 8, 8), "nchw", "iohw", "f32", "u8"),    # runs of 64: the longest "lines" run
+])
+def test_long_one_byte_runs_between_two_swapped_nodes(dims, stag, dtag, sdt, ddt):
+    """Runs contiguous on both sides with two outer nodes swapped: 1-byte runs of more than
+    64 elements (64-128 bytes) go to stream calls (a "lines" call's row holds at most 64)."""
+    run_and_check(M(dims, sdt, stag), M(dims, ddt, dtag))
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layout_pairs())
 def test_round_trip_is_exact(pair):
