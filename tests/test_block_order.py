@@ -1,0 +1,78 @@
+"""Whole-block NT transposes that walk their outer loops in source order
+(``plan._block_src_order``).
+
+Tiles that write whole blocks (``nhwc -> ABcd16b16a``, ``cdab -> ABcd8b8a``) and read
+parts of source lines: in destination order the rest of each line belongs to an outer
+step far away, so every line was fetched again for each block; the outer loops now follow
+the source. The tests force NT stores on small tensors, check every byte (destinations at
+several offsets, 1 and 2 threads, guard bytes, padding), and check where the rule must not
+apply.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+from layoutjit.compiler import lower_and_plan
+
+M = lj.MemoryDesc
+NOTE = "whole blocks of whole lines: the outer loops in source order"
+
+
+def plan_of(s, d):
+    return lower_and_plan(s, d, None)[1]
+
+
+def test_block_source_order_at_the_real_thresholds():
+    """At a size that takes NT stores: source order; a small one: destination order.
+    (First in the module: ``nt_everywhere`` lasts to its end.)"""
+    dims = (64, 64, 56, 56)
+    big = plan_of(M(dims, "f32", "nhwc"), M(dims, "f32", "ABcd16b16a"))
+    assert big.nt and any(NOTE in n for n in big.notes), big.describe()
+    small = plan_of(M((2, 32, 8, 8), "f32", "nhwc"), M((2, 32, 8, 8), "f32", "ABcd16b16a"))
+    assert not small.nt and not any(NOTE in n for n in small.notes), small.describe()
+
+
+CASES = [
+    ((32, 48, 5, 6), "nhwc", "ABcd16b16a", "f32", "f32"),
+    ((13, 32, 6, 10), "cdab", "ABcd8b8a", "s8", "f32"),      # a = 13 of 16: padded blocks
+    ((16, 24, 5, 7), "nhwc", "OIhw16i16o", "f32", "bf16"),   # b = 24 of 32, converted
+    ((16, 32, 3, 5), "aBcd4b", "OIhw16i16o", "f32", "f32"),
+    ((32, 32, 4, 6), "cdab", "ABcd16b16a", "s8", "s8"),
+    ((24, 16, 5, 8), "acbd", "nChw8c", "bf16", "bf16"),
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
+def test_block_source_order_is_exact(nt_everywhere, dims, stag, dtag, sdt, ddt):
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = lj.compile_reorder(s, d)
+    p = k.plan
+    assert p.nt and p.tile.kind == "transpose" and p.tile.rows_contiguous, p.describe()
+    assert any(NOTE in n for n in p.notes), p.describe()
+    t = p.tile
+    outer = [n.strides[1] for i, n in enumerate(p.nodes) if i not in (t.a, t.b)]
+    assert outer == sorted(outer, reverse=True), p.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+
+
+def test_block_source_order_not_taken(nt_everywhere, monkeypatch):
+    """Tiles reading whole source lines (16 f32 a row), outer loops in source order already,
+    and the switch off: destination order."""
+    cases = [
+        (M((32, 32, 3, 3), "f32", "OIhw16o16i"), M((32, 32, 3, 3), "f32", "oihw")),
+        (M((2, 32, 5, 6), "f32", "nchw"), M((2, 32, 5, 6), "f32", "nChw16c")),
+    ]
+    for s, d in cases:
+        p = plan_of(s, d)
+        assert not any(NOTE in n for n in p.notes), (s, d, p.describe())
+    monkeypatch.setattr(plan_mod, "BLOCK_SRC_ORDER", False)
+    p = plan_of(M((32, 48, 5, 6), "f32", "nhwc"), M((32, 48, 5, 6), "f32", "ABcd16b16a"))
+    assert p.nt and not any(NOTE in n for n in p.notes), p.describe()
