@@ -830,7 +830,7 @@ def _block_src_order(ir: LoopIR, tile: TileSpec) -> int:
     outer = ir.nodes[:n - 2]
     if any(m.strides[0] is None or m.strides[1] is None or m.strides[0] % q for m in outer):
         return 0
-    src = [m.strides[1] for m in outer]
+    src = [m.strides[1] or 0 for m in outer]
     return 0 if src == sorted(src, reverse=True) else n - 2
 
 
