@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .dtypes import DataType
@@ -788,12 +789,24 @@ def _stream_src_order(ir: LoopIR, tile: TileSpec) -> bool:
     """
     if not STREAM_SRC_ORDER or len(ir.nodes) < 3:
         return False
-    dst = ir.operands[0]
-    q = max(1, 64 // dst.dtype.size)
     run = ir.nodes[tile.a]
-    if run.extent % q or dst.offset0 % q or (run.dim is not None and ir.dims[run.dim].guarded):
+    if run.extent % _line_elems(ir) or (run.dim is not None and ir.dims[run.dim].guarded):
         return False
-    return all(n.strides[0] is not None and n.strides[0] % q == 0 for n in ir.nodes[:tile.a])
+    return _starts_on_lines(ir, ir.nodes[:tile.a])
+
+
+def _line_elems(ir: LoopIR) -> int:
+    """Destination elements in a 64-byte line."""
+    return max(1, 64 // ir.operands[0].dtype.size)
+
+
+def _starts_on_lines(ir: LoopIR, nodes: Sequence[Node]) -> bool:
+    """Whether every step of ``nodes`` moves the destination by whole lines from a start on
+    a line: what the inner loops write then starts on a line wherever the outer ones put it
+    (the source orders below, ``_stream_src_order`` and ``_block_src_order``)."""
+    q = _line_elems(ir)
+    return ir.operands[0].offset0 % q == 0 and all(n.strides[0] is not None and n.strides[0] % q == 0
+                                                    for n in nodes)
 
 
 #: Whole-block NT transposes walk their outer loops in source order (``_block_src_order``).
@@ -823,12 +836,10 @@ def _block_src_order(ir: LoopIR, tile: TileSpec) -> int:
     n = len(ir.nodes)
     if sorted((tile.a, tile.b)) != [n - 2, n - 1] or n < 4:
         return 0
-    dst = ir.operands[0]
-    q = max(1, 64 // dst.dtype.size)
-    if (tile.R * tile.V) % q or dst.offset0 % q or tile.V * ir.operands[1].dtype.size >= 64:
+    if (tile.R * tile.V) % _line_elems(ir) or tile.V * ir.operands[1].dtype.size >= 64:
         return 0
     outer = ir.nodes[:n - 2]
-    if any(m.strides[0] is None or m.strides[1] is None or m.strides[0] % q for m in outer):
+    if not _starts_on_lines(ir, outer) or any(m.strides[1] is None for m in outer):
         return 0
     src = [m.strides[1] or 0 for m in outer]
     return 0 if src == sorted(src, reverse=True) else n - 2
@@ -1027,7 +1038,10 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     # took that case from 2.1 to 1.7 at 1 thread and 2.4 to 1.9 at 2.
     net = MAX_TILE_NET_REGS * (2 if aliased else 1)
     Rp = 1 << (R - 1).bit_length()  # the network works on R and V rounded up to powers of two
-    cap = min(max(1, MAX_TILE_SRC_BYTES // (Rp * ssz)), max(1, net * vbytes // (Rp * min(ssz, dsz))))
+
+    def cap_for(regs: int) -> int:  # columns a network of Rp rows may take within regs registers
+        return min(max(1, MAX_TILE_SRC_BYTES // (Rp * ssz)), max(1, regs * vbytes // (Rp * min(ssz, dsz))))
+    cap = cap_for(net)
     V = min(V, cap)
     if BLOCK_TILE_LINES and rows_contig and (R * V * dsz) % 64:
         # Tiles that write whole blocks write R*V contiguous elements: enough columns for
@@ -1036,10 +1050,7 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         # threads): plain 3x8 0.80 (0.91) -> NT 3x16 0.52 (0.65)).
         whole = 64 // math.gcd(64, R * dsz)
         Vw = -(-V // whole) * whole
-        wide = cap
-        if _transpose_takes_nt(ir, ssz, dsz):
-            wide = min(max(1, MAX_TILE_SRC_BYTES // (Rp * ssz)),
-                       max(1, BLOCK_TILE_LINES_NET * net * vbytes // (Rp * min(ssz, dsz))))
+        wide = cap_for(BLOCK_TILE_LINES_NET * net) if _transpose_takes_nt(ir, ssz, dsz) else cap
         if Vw <= min(b.extent, wide, 2 * max(1, vbytes // ssz)):
             V = Vw
     # Source rows read side by side: a blocked destination (whole blocks written) prefers
@@ -1539,14 +1550,13 @@ def row_stage(ir: LoopIR, tile: TileSpec, vbytes: int) -> int:
     group = tile.M * tile.R
     if (group * dsz) % 64:
         return 0
-    limit = ROW_STAGE_BYTES
-    if b.extent * ssz > 64:  # blocks of 16 (nChw8c -> nchw measured no gain)
-        if not _near_rows_stage(a, b, dsz, ssz):
-            return 0
-        limit = ROW_STAGE_NEAR_BYTES
+    near = b.extent * ssz > 64  # past blocks of 16 (nChw8c -> nchw measured no gain)
+    if near and not _near_rows_stage(a, b, dsz, ssz):
+        return 0
+    limit = ROW_STAGE_NEAR_BYTES if near else ROW_STAGE_BYTES
     k = min(a.extent // group, max(1, ROW_STAGE_ROW_BYTES // (group * dsz)),
             limit // (b.extent * group * dsz))
-    if k < 1 or (limit != ROW_STAGE_BYTES and k * group * dsz < ROW_STAGE_ROW_BYTES):
+    if k < 1 or (near and k * group * dsz < ROW_STAGE_ROW_BYTES):  # near rows: 1 KB each
         return 0
     return k * group
 
