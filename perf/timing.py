@@ -66,22 +66,23 @@ def _sample(fn: Callable[[], None], k: int) -> float:
     return (pc() - t0) * 1e-9 / k
 
 
-def cpu_threads(fn: Callable[[], None], min_s: float = 0.03) -> float:
+def cpu_threads(fn: Callable[[], None], min_s: float = 0.03,
+                cpu_clock: Callable[[], float] = time.process_time,
+                wall_clock: Callable[[], float] = time.perf_counter) -> float:
     """CPUs ``fn`` keeps busy: process CPU time over wall time for calls lasting ``min_s``.
 
     Checks that a contender runs on the threads it was given (a peer whose thread-count
     setting did not take would show ~2.0 in a 1-thread phase). Spinning idle workers count
-    as busy, as they do for the machine.
+    as busy, as they do for the machine. The clocks are parameters so that tests can
+    check the arithmetic without depending on how loaded the machine is.
     """
     fn()
-    c0, t0 = time.process_time(), time.perf_counter()
-    n = 0
+    c0, t0 = cpu_clock(), wall_clock()
     while True:
         fn()
-        n += 1
-        wall = time.perf_counter() - t0
+        wall = wall_clock() - t0
         if wall >= min_s:
-            return (time.process_time() - c0) / wall
+            return (cpu_clock() - c0) / wall
 
 
 def calls_per_sample(fn: Callable[[], None], min_sample_s: float, probes: int = 3) -> int:
