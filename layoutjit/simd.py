@@ -511,7 +511,7 @@ def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, 
     zero_row = ir.Constant(ir.VectorType(sty, P), None)
     for r in range(Rp):
         ids = tuple(r * P + c for c in range(P))
-        if r >= Rv or Vv == 0:
+        if r >= Rv or Vv == 0 or (isinstance(src_rows, tuple) and src_rows[r] is None):
             rows.append(_V(zero_row, ids))
             continue
         if isinstance(src_rows, _RowTable):
@@ -959,7 +959,8 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
     ``("relu", alpha)`` with a finite alpha >= 0 (the zero lanes of a partial tile stay +0).
     ``src_rows``: R element offsets; source row r starts at ``soff + src_rows[r]`` and
     ``sstride`` is ignored (rows from two index digits: oihw -> OIhw4i16o4i reads a
-    destination line's 4 o x 4 i values from rows 4608 and 9 elements apart).
+    destination line's 4 o x 4 i values from rows 4608 and 9 elements apart); None: a
+    row of zeros, never read (the padding rows of aBcde8b with 1 of 8 b).
     ``src_over``: the caller promises that every source row read holds the next power of two
     of V elements in readable memory (the padding of a blocked source: nCw8c with C=7);
     rows of Vv < that are then read whole and the extra lanes zeroed, instead of through
@@ -975,7 +976,7 @@ def tile(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | Non
             raise ValueError(f"tile: non-temporal stores need {what} ({span} bytes) to be a "
                              f"multiple of 64")
     if src_rows is not None:
-        src_rows = tuple(int(x) for x in src_rows)
+        src_rows = tuple(None if x is None else int(x) for x in src_rows)
         if len(src_rows) != R:
             raise ValueError(f"tile: src_rows has {len(src_rows)} offsets, R={R}")
     return _make_tile(R, V, str.__str__(s), str.__str__(d), Rv, Vv, nt, rows_contiguous,

@@ -1,0 +1,87 @@
+"""Line-row transposes (``TileSpec.a2``) whose A is a padded block (``plan._padded_line_digit``).
+
+``aebcd -> aBcde8b`` with 1 of 8 b: the destination's 8-element blocks hold one value and
+seven zeros. Line rows join two e steps x 8 b into one 64-byte line; the rows past the
+data are padding rows (``src_rows`` None): zeros in the registers, never read. The tests
+check every byte (destinations at several offsets, 1 and 2 threads, guard bytes around
+them, zeros in the padding), with plain and NT stores, and where the rule must not apply.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+from layoutjit.compiler import build, lower_and_plan
+
+M = lj.MemoryDesc
+
+CASES = [
+    ((4, 1, 3, 12, 12), "aebcd", "aBcde8b", "f32", "f32"),   # 1 of 8: one data row of 16
+    ((6, 3, 37, 10), "abdc", "aBcd8b", "f32", "f32"),        # 3 of 8, c = 37: a tail column
+    ((5, 5, 40, 6), "abdc", "aBcd16b", "f32", "bf16"),       # 5 of 16, 16-bit lines of 32
+    ((3, 3, 2, 33, 8), "abced", "aBcde4b", "f32", "f32"),    # 3 of 4: four e steps a line
+    ((2, 3, 64, 16), "abdc", "aBcd4b", "s8", "s8"),          # 3 of 4, 8-bit: 16 d steps a line
+    ((3, 7, 64, 10), "abdc", "aBcd8b", "u8", "f32"),         # 7 of 8, widened
+]
+
+
+def plan_of(s, d):
+    return lower_and_plan(s, d, None)[1]
+
+
+def _padded_rows(p) -> bool:
+    t = p.tile
+    return t is not None and t.a2 is not None and p.ir.dims[p.nodes[t.a].dim].guarded
+
+
+@pytest.fixture(params=["plain", "nt"])
+def stores(request, monkeypatch):
+    if request.param == "nt":
+        monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    return request.param
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
+def test_padded_line_rows_are_exact(stores, dims, stag, dtag, sdt, ddt):
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)  # not compile_reorder: its in-memory cache would share one kernel
+    p = k.plan
+    assert _padded_rows(p), p.describe()
+    assert p.nt == (stores == "nt"), p.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+
+
+def test_padded_rows_are_zeros_never_read():
+    """The rows table marks the padding rows; the plan text says how many rows start where."""
+    dims = (4, 1, 3, 12, 12)
+    p = plan_of(M(dims, "f32", "aebcd"), M(dims, "f32", "aBcde8b"))
+    rows = plan_mod.src_rows(p.ir, p.tile)
+    assert len(rows) == 16
+    e_stride = 3 * 12  # aebcd: e's source stride (c x d)
+    assert rows == (0,) + (None,) * 7 + (e_stride,) + (None,) * 7
+    assert "rows start at 2 source offsets (the other 14: padding, zeros)" in p.describe()
+
+
+def test_padded_line_rows_not_taken(monkeypatch):
+    """A block that is one of several of its dim (nChw8c with C = 12: two blocks), an A2
+    whose extent is not a whole number of line periods, scales (their epilogue stores
+    through a buffer), and the switch off: other tiles."""
+    cases = [
+        (M((4, 12, 37, 10), "f32", "abdc"), M((4, 12, 37, 10), "f32", "aBcd8b")),
+        (M((2, 3, 64, 15), "s8", "abdc"), M((2, 3, 64, 15), "s8", "aBcd4b")),
+    ]
+    for s, d in cases:
+        p = plan_of(s, d)
+        assert not _padded_rows(p), (s, d, p.describe())
+    s, d = M((6, 3, 37, 10), "f32", "abdc"), M((6, 3, 37, 10), "f32", "aBcd8b")
+    k = lj.compile_reorder(s, d, scales={"dst": 0})
+    assert not _padded_rows(k.plan), k.plan.describe()
+    monkeypatch.setattr(plan_mod, "_padded_line_digit", lambda *a: False)
+    assert not _padded_rows(plan_of(s, d))
