@@ -17,7 +17,7 @@ import pytest
 import layoutjit as lj
 import layoutjit.plan as plan_mod
 import reference as ref
-from layoutjit.compiler import lower_and_plan
+from layoutjit.compiler import build, lower_and_plan
 
 M = lj.MemoryDesc
 NOTE = "whole blocks of whole lines: the outer loops in source order"
@@ -76,3 +76,39 @@ def test_block_source_order_not_taken(nt_everywhere, monkeypatch):
     monkeypatch.setattr(plan_mod, "BLOCK_SRC_ORDER", False)
     p = plan_of(M((32, 48, 5, 6), "f32", "nhwc"), M((32, 48, 5, 6), "f32", "ABcd16b16a"))
     assert p.nt and not any(NOTE in n for n in p.notes), p.describe()
+
+
+SHARED = "read parts of source lines that an outer step shares"
+SHARED_CASES = [
+    ((3, 1, 6, 128), "ABcd4b16a4b", "acbd", "f32", "s8"),    # a: 4 elements apart
+    ((5, 6, 16, 64), "ABcd4b16a4b", "acbd", "bf16", "bf16"),
+    ((6, 8, 12, 64), "cdab", "acbd", "f32", "bf16"),         # b: 6 elements apart
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", SHARED_CASES)
+def test_shared_source_lines_take_source_order(nt_everywhere, dims, stag, dtag, sdt, ddt):
+    """Tiles writing whole lines apart (not whole blocks), an outer step moving the source by
+    less than a line: outer loops in source order, that step innermost; every byte checked."""
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert p.nt and not p.tile.rows_contiguous and any(SHARED in n for n in p.notes), p.describe()
+    t = p.tile
+    outer = [n.strides[1] for i, n in enumerate(p.nodes) if i not in (t.a, t.b)]
+    assert outer == sorted(outer, reverse=True) and outer[-1] * s.dtype.size < 64, p.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+
+
+def test_shared_source_lines_not_taken_for_long_sweeps(nt_everywhere, monkeypatch):
+    """A sweep over A touching more than SHARED_LINES_BYTES of lines: the next outer step
+    would not find them in cache; destination order stays."""
+    s, d = M((3, 1, 6, 128), "f32", "ABcd4b16a4b"), M((3, 1, 6, 128), "s8", "acbd")
+    monkeypatch.setattr(plan_mod, "SHARED_LINES_BYTES", 64 * 127)
+    p = plan_of(s, d)
+    assert not any(SHARED in n for n in p.notes), p.describe()
+    monkeypatch.setattr(plan_mod, "SHARED_LINES_BYTES", 64 * 128)
+    assert any(SHARED in n for n in plan_of(s, d).notes)
