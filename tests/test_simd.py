@@ -228,10 +228,14 @@ def _dense_cases(vbytes=None):
     for (R, V, s, d) in ((16, 3, "f32", "f32"), (16, 4, "f32", "f32"), (16, 16, "f32", "f32"),
                          (32, 16, "f32", "f32"), (8, 5, "f32", "f32"), (3, 16, "f32", "f32"),
                          (16, 3, "f32", "bf16"), (16, 3, "u8", "f32"), (64, 3, "s8", "s8"),
-                         (8, 3, "f64", "f32"), (16, 7, "bf16", "bf16")):
+                         (8, 3, "f64", "f32"), (16, 7, "bf16", "bf16"), (16, 7, "f32", "f32"),
+                         (16, 6, "f32", "f32"), (16, 7, "f32", "s8"), (16, 14, "bf16", "f32"),
+                         (32, 15, "bf16", "bf16"), (16, 7, "f32", "bf16")):
         cs.append(Case(R, V, s, d, dense=True, vbytes=vbytes))
         cs.append(Case(R, V, s, d, dense=True, rc=True, vbytes=vbytes))
-    for (R, V, Rv, s, d) in ((16, 3, 13, "f32", "f32"), (16, 3, 1, "f32", "s8"), (32, 16, 17, "f32", "f32")):
+    for (R, V, Rv, s, d) in ((16, 3, 13, "f32", "f32"), (16, 3, 1, "f32", "s8"), (32, 16, 17, "f32", "f32"),
+                             (16, 7, 2, "f32", "f32"), (16, 7, 1, "f32", "f32"), (16, 6, 3, "f32", "f32"),
+                             (16, 14, 5, "bf16", "bf16")):
         cs.append(Case(R, V, s, d, Rv=Rv, dense=True, vbytes=vbytes))
     cs.append(Case(16, 3, "f32", "f32", nt=True, dense=True, vbytes=vbytes))
     cs.append(Case(16, 16, "f32", "f32", nt=True, rc=True, dense=True, vbytes=vbytes))
@@ -242,6 +246,21 @@ def test_tiles_src_dense():
     """Rows that are one run (sstride == V) read as whole vectors, at every vector width."""
     check_group(_dense_cases())
     check_group(_dense_cases(vbytes=32)[::2] + _dense_cases(vbytes=16)[1::3])
+
+
+def test_dense_rows_overlap_or_gather(monkeypatch):
+    """Odd dense rows that fill most of their lanes are read as overlapping vectors (7 of 8
+    f32, 7 of 8 and 14 of 16 bf16), others gathered (3 or 5 f32, 5 of 8 bf16, 1-byte rows);
+    with the overlap off, the gather takes them all, with the same results."""
+    assert [simd._overlap_rows(V, 8, 4) for V in (3, 5, 6, 7)] == [False, False, True, True]
+    assert [simd._overlap_rows(V, P, 2) for V, P in ((5, 8), (7, 8), (12, 16), (14, 16))] == \
+        [False, True, False, True]
+    assert not simd._overlap_rows(7, 8, 1)
+    monkeypatch.setattr(simd, "DENSE_OVERLAP", False)
+    cases = [c for c in _dense_cases() if c.V in (6, 7, 14, 15)]
+    for c in cases:  # fresh intrinsics (tile() memoizes), generated with the patch in place
+        c.t = simd._make_tile.__wrapped__(c.R, c.V, c.s, c.d, c.Rv, c.Vv, c.nt, c.rc, c.vbytes, True)
+    check_group(cases)
 
 
 def test_tiles_src_over():
@@ -371,8 +390,10 @@ def test_no_reads_beyond_rv_vv():
     for (R, V, Rv, Vv, s, d) in ((16, 16, 16, 13, "f32", "f32"), (16, 16, 9, 16, "f32", "bf16"),
                                  (64, 64, 40, 37, "u8", "u8"), (16, 32, 16, 30, "bf16", "f32"),
                                  (3, 16, 2, 16, "f32", "f32"), (16, 3, 16, 1, "f32", "s8"),
-                                 (16, 3, 13, 3, "f32", "f32"), (16, 5, 16, 5, "u8", "f32")):
-        c = Case(R, V, s, d, Rv=Rv, Vv=Vv, dense=Vv == V and V < 8)
+                                 (16, 3, 13, 3, "f32", "f32"), (16, 5, 16, 5, "u8", "f32"),
+                                 (16, 7, 16, 7, "f32", "f32"), (16, 7, 2, 7, "f32", "f32"),
+                                 (16, 14, 5, 14, "bf16", "bf16"), (16, 6, 16, 6, "f32", "bf16")):
+        c = Case(R, V, s, d, Rv=Rv, Vv=Vv, dense=Vv == V and V * as_dtype(s).size < 32)
         esz = as_dtype(s).size
         need = (c.soff + (Rv - 1) * c.sstride + Vv) * esz
         n = -(-need // page) * page
