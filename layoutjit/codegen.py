@@ -1174,7 +1174,9 @@ class KernelWriter:
         assert dB is not None and sB is not None
         dsz = self.ops[0].dtype.size
         use_nt = nt and (R * dsz) % 64 == 0
-        table = self._table(list(self.src_rows))
+        offsets = [r for r in self.src_rows if r is not None]  # (no padding rows: _padded_line_digit)
+        assert len(offsets) == len(self.src_rows)
+        table = self._table(offsets)
         lv = self.w.var("l")
         if group_var is not None:
             G = R * t.M

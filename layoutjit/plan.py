@@ -865,6 +865,7 @@ def _shares_source_lines(ir: LoopIR, tile: TileSpec, outer: Sequence[Node]) -> b
     (that step moves the source by less than a line), and one sweep of the tiles over A
     touches few enough lines (``SHARED_LINES_BYTES``) that the next step finds them in
     cache once it runs right after (source order puts it innermost of the outer loops)."""
+    assert tile.b is not None
     ssz = ir.operands[1].dtype.size
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     row = min(tile.V, b.extent) * ssz if b.strides[1] == 1 else ssz
