@@ -991,10 +991,16 @@ class KernelWriter:
         assert t is not None and t.b is not None
         A = self.ir.nodes[t.a]
         B = self.ir.nodes[t.b]
+        line_rows = None
         if t.a2 is not None:  # rows A2lo x A: lines, each row at its own source offset
             if tile_rows(self.ir, t) > t.R:
                 self._period_lines(depth, offs, state, nt, group_var, zero)
                 return
+            # a padded A (plan._padded_line_digit): its rows past the data in this state
+            # are padding rows, zeros in the registers
+            assert self.src_rows is not None
+            valid = self._range_of(A, state)[0]
+            line_rows = tuple(None if r % A.extent >= valid else o for r, o in enumerate(self.src_rows))
             A = Node(tile_rows(self.ir, t), None, 1, (1, 0))
         vA, wrA = self._range_of(A, state)
         vB, wrB = self._range_of(B, state)
@@ -1103,7 +1109,7 @@ class KernelWriter:
                                   self.plan.prefetch_l2))
                 self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
                                  f"({cexpr}) * {G} + ({rel}) * {V})")
-            rows = self.src_rows[a0:a0 + R] if self.src_rows is not None else None
+            rows = line_rows[a0:a0 + R] if line_rows is not None else None
             if stage is not None:
                 ps = self._stage_pitch()
                 self._emit_transpose(dep3, so, f"sto + ({aexpr}) - {stage} + ({cexpr}) * {ps}", sA,
