@@ -38,12 +38,16 @@ def runtime_fingerprint() -> str:
     Numba's disk cache only notices changes to the generated file itself, so
     this goes into every generated header: a changed helper changes every
     kernel's source hash, hence its file name, and nothing stale is loaded.
+    The micro-kernels' environment switches (``simd.code_switches``) shape the
+    machine code without showing in the source, so they go in too.
     """
     global _FINGERPRINT
     if _FINGERPRINT is None:
         import pathlib
 
-        h = hashlib.sha256()
+        from . import simd
+
+        h = hashlib.sha256(repr(simd.code_switches()).encode())
         here = pathlib.Path(__file__).parent
         for name in ("convert.py", "simd.py", "eltwise_ops.py", "runtime.py"):
             try:

@@ -406,6 +406,12 @@ def _masked_native(esize: int, nbytes: int, store: bool = False) -> bool:
 AVX_MASKED_STORES = os.environ.get("LAYOUTJIT_AVX_MASKED_STORES", "0") == "1"
 
 
+def code_switches() -> tuple:
+    """The environment switches that shape the micro-kernels' machine code (not visible in
+    a kernel's source: ``codegen.runtime_fingerprint`` hashes them into its header)."""
+    return (AVX_MASKED_STORES, DENSE_OVERLAP, OVERLAP_GAP_4, OVERLAP_GAP_2)
+
+
 def _masked_load(builder: ir.IRBuilder, p: ir.Value, vty: ir.VectorType, n: int, esize: int
                  ) -> ir.Value:
     """``llvm.masked.load`` of the first n lanes of vty at p; the other lanes are zero."""

@@ -34,3 +34,25 @@ def test_dense_rows_overlap_exact(dims, stag, dtag, sdt, ddt):
     x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, [0, d.dtype.size, 64 - d.dtype.size])
+
+
+def test_simd_switches_change_the_cache_key():
+    """The micro-kernels' environment switches shape machine code the kernel source does not
+    show: they go into the runtime fingerprint (every kernel's header), so a process with
+    another setting never loads a kernel compiled under this one from the disk cache."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import layoutjit.codegen as cg; print(cg.runtime_fingerprint())"
+    prints = set()
+    for env in ({}, {"LAYOUTJIT_DENSE_OVERLAP": "0"}, {"LAYOUTJIT_AVX_MASKED_STORES": "1"}):
+        e = dict(os.environ)
+        e.pop("LAYOUTJIT_DENSE_OVERLAP", None)
+        e.pop("LAYOUTJIT_AVX_MASKED_STORES", None)
+        e.update(env)
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+        prints.add(p.stdout.strip())
+    assert len(prints) == 3
