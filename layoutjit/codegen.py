@@ -1002,9 +1002,7 @@ class KernelWriter:
                 return
             # a padded A (plan._padded_line_digit): its rows past the data in this state
             # are padding rows, zeros in the registers
-            assert self.src_rows is not None
-            valid = self._range_of(A, state)[0]
-            line_rows = tuple(None if r % A.extent >= valid else o for r, o in enumerate(self.src_rows))
+            line_rows = src_rows(self.ir, t, valid=self._range_of(A, state)[0])
             A = Node(tile_rows(self.ir, t), None, 1, (1, 0))
         vA, wrA = self._range_of(A, state)
         vB, wrB = self._range_of(B, state)

@@ -1253,14 +1253,17 @@ def tile_rows(ir: LoopIR, tile: TileSpec) -> int:
     return a.extent * (ir.nodes[tile.a2].extent if tile.a2 is not None else 1)
 
 
-def src_rows(ir: LoopIR, tile: TileSpec) -> tuple[int | None, ...]:
+def src_rows(ir: LoopIR, tile: TileSpec, valid: int | None = None) -> tuple[int | None, ...]:
     """Source offsets of the rows of an ``a2`` transpose: row r = (A2 step r // A.extent,
     A step r % A.extent), whose destination offset is r; one period (``tile_rows``): a
-    tile at row a0 takes ``rows[a0:a0 + R]``. None: a padding row of a padded A (zeros)."""
+    tile at row a0 takes ``rows[a0:a0 + R]``. None: a padding row of a padded A (zeros),
+    one whose A step is ``valid`` or more (default: the dim's data, as where A's dim has no
+    other digit; the codegen passes what each state of the outer digits leaves)."""
     assert tile.a2 is not None
     a, a2 = ir.nodes[tile.a], ir.nodes[tile.a2]
     assert a.strides[1] is not None and a2.strides[1] is not None
-    valid = ir.dims[a.dim].valid if a.dim is not None else a.extent
+    if valid is None:
+        valid = ir.dims[a.dim].valid if a.dim is not None else a.extent
     return tuple(None if r % a.extent >= valid
                  else (r // a.extent) * a2.strides[1] + (r % a.extent) * a.strides[1]
                  for r in range(tile_rows(ir, tile)))

@@ -486,10 +486,9 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
     instead of ``doff + c*dstride`` (see :func:`tile_cols`).
     """
     ssz, P = s.size, _pow2ceil(V)
-    overlap = (src_dense and src_rows is None and Vv == V and V & (V - 1) > 0 and Rv * V >= P
-               and _overlap_rows(V, P, s.size))
-    if (src_dense and src_rows is None and Vv == V and Rv > 0 and V * ssz < vbytes and V & (V - 1)
-            and not overlap):
+    dense_odd = src_dense and src_rows is None and Vv == V and V & (V - 1) > 0
+    overlap = dense_odd and Rv * V >= P and _overlap_rows(V, P, ssz)
+    if dense_odd and Rv > 0 and V * ssz < vbytes and not overlap:
         # odd rows shorter than a register: several rows per load, gathered without a
         # network (16x3 f32: 27 vector instructions instead of 52). Power-of-two rows fill
         # the network's lanes exactly and it is cheaper than gathering each column from
