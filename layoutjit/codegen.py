@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .ir import LoopIR, Node, Operand
 from .plan import Plan, TileSpec, cols_table, outer_nodes, shift_rows, src_rows, tile_rows
-from .simd import tile_shift_supported
+from .simd import MAX_TILE, tile_shift_supported
 
 CODEGEN_VERSION = "1"
 
@@ -959,8 +959,8 @@ class KernelWriter:
             return 0, n
         assert isinstance(st, tuple) and st[0] == "partial"
         r = self.ir.dims[d]
-        b = st[1]
-        return _clamp(r.valid - b, 0, n), _clamp(r.write - b, 0, n)
+        b, w = st[1], node.weight  # (w > 1: a uniform digit, plan._digit_order_ok)
+        return _clamp(-(-(r.valid - b) // w), 0, n), _clamp(-(-(r.write - b) // w), 0, n)
 
     def _readable_of(self, node: Node, state: dict) -> int:
         """Steps of a micro-kernel node whose source elements exist in memory (the source's
@@ -1693,6 +1693,13 @@ class KernelWriter:
             if wr == 0:
                 continue
             use_nt = nt and R == 1 and wr == L.extent and (wr * dsz) % 64 == 0
+            if wr > MAX_TILE:  # 1-byte runs of 65-128 (plan.LINES_MAX_RUN): a row copy
+                assert not (v and self.ep.vector_ops), "runs longer than MAX_TILE take no post-ops"
+                fn = self._micro(("gather", 1, wr, 1 if v else 0, use_nt, max(v, 1), False))
+                s_r = so if r == 0 else f"{so} + {r * sA}"
+                d_r = do if r == 0 else f"{do} + {r * L.extent}"
+                self.w.put(depth, f"{fn}(src, {s_r}, 0, {out}, {d_r})")
+                continue
             fn = self._micro(("tile", 1, wr, 1 if v else 0, max(v, 1), use_nt, True),
                              post=self.ep.vector_ops if v else ())
             s_r = so if r == 0 else f"{so} + {r * sA}"

@@ -382,11 +382,30 @@ def _mergeable(ir: LoopIR, outer: Node, inner: Node) -> bool:
             return False
     if outer.dim is not None and outer.dim == inner.dim:
         return outer.weight == inner.weight * inner.extent
-    # different dims: only when neither carries padding guards
-    for n in (outer, inner):
-        if n.dim is not None and ir.dims[n.dim].guarded:
-            return False
-    return True
+    # different dims: only where each node's steps lie wholly on one side of its dim's
+    # padding bounds (then the dim's other digits decide every guard)
+    return all(_uniform_digit(ir, n) for n in (outer, inner))
+
+
+#: Merge nodes of different padded dims when each digit is uniform (``_uniform_digit``).
+UNIFORM_MERGE = os.environ.get("LAYOUTJIT_UNIFORM_MERGE", "1") != "0"
+
+
+def _uniform_digit(ir: LoopIR, n: Node, span: int | None = None) -> bool:
+    """Whether every value of digit ``n`` is on the same side of its dim's bounds.
+
+    The dim's index is H + j*w + L with H a multiple of w*e (the heavier digits) and
+    L < w: when ``valid``, ``write`` and the source's extent are multiples of w*e, H
+    alone decides data, zeros or nothing. Such a digit may merge with another dim's
+    (``AcdeB4b8a4b -> ABcde16b64a4b``: 8a x 4b is the same 32 contiguous elements on
+    both sides, with a and b both padded)."""
+    if n.dim is None or not ir.dims[n.dim].guarded:
+        return True
+    if not UNIFORM_MERGE:
+        return False
+    r = ir.dims[n.dim]
+    span = n.weight * n.extent if span is None else span
+    return all(b % span == 0 for b in (r.valid, r.write, r.src_extent))
 
 
 def merge(ir: LoopIR) -> LoopIR:
@@ -690,10 +709,14 @@ def _tile_supported(sdt: DataType, ddt: DataType) -> bool:
 
 
 def _digit_order_ok(ir: LoopIR, nodes: list[Node], n: Node) -> bool:
-    """A padded dim's node can be consumed by a micro-kernel only as its lightest digit."""
+    """A padded dim's node can be consumed by a micro-kernel only as its lightest digit
+    (or as the lightest left, with the dim's bounds multiples of its weight)."""
     if n.dim is None or not ir.dims[n.dim].guarded:
         return True
-    return n.weight == 1 and not any(m.dim == n.dim and m is not n and m.weight < n.weight for m in nodes)
+    if any(m.dim == n.dim and m is not n and m.weight < n.weight for m in nodes):
+        return False
+    # a heavier digit whose lighter ones merged away as uniform digits (_uniform_digit)
+    return n.weight == 1 or _uniform_digit(ir, n, span=n.weight)
 
 
 def _lines_digits_ok(ir: LoopIR, nodes: list[Node], a: Node, b: Node, run: Node) -> bool:
@@ -713,9 +736,21 @@ def _lines_digits_ok(ir: LoopIR, nodes: list[Node], a: Node, b: Node, run: Node)
 
 
 #: Longest run (elements) of a "lines" plan: its calls are ``simd.gather``/``simd.tile``
-#: micro-kernels, at most ``simd.MAX_TILE`` elements a row (1-byte runs of 65-128 elements
-#: are streams instead).
-LINES_MAX_RUN = 64
+#: micro-kernels, at most ``simd.MAX_GATHER`` elements a row.
+LINES_MAX_RUN = int(os.environ.get("LAYOUTJIT_LINES_MAX_RUN", 128))
+
+
+def _runs_per_call(run_bytes: int) -> int:
+    """Runs a "lines" call packs: those that fill one 64-byte line, or for runs longer
+    than a line (1-byte runs of 65-128) the fewest that end on a line (96 B: 2)."""
+    if run_bytes < 64:
+        return 64 // run_bytes if 64 % run_bytes == 0 else 1
+    g = 64 // math.gcd(run_bytes, 64)
+    return g if g * run_bytes <= LINES_MAX_CALL_BYTES else 1
+
+
+#: Most bytes one "lines" call of runs longer than a line packs (72 B runs: 8, 576 B).
+LINES_MAX_CALL_BYTES = 640
 
 
 def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True, allow_cols: bool = True
@@ -752,7 +787,7 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True, allow_cols: bool = 
             and run.extent <= LINES_MAX_RUN and all(s is not None for s in nodes[ia2].strides + nodes[ib2].strides)
             and _lines_digits_ok(ir, nodes, nodes[ia2], nodes[ib2], run)):
         a, b = nodes[ia2], nodes[ib2]
-        G = 64 // run_bytes if run_bytes < 64 and 64 % run_bytes == 0 else 1
+        G = _runs_per_call(run_bytes)
         G = min(G, a.extent)
         M = max(1, min(-(-a.extent // G), READ_STREAMS_BLOCKED // G))
         rest = [n for i, n in enumerate(nodes) if i not in (ia, ia2, ib2)]

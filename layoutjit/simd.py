@@ -86,6 +86,8 @@ _I32 = ir.IntType(32)
 
 #: Largest R and V accepted by :func:`tile` (compile time grows with R*V).
 MAX_TILE = 64
+#: longest row of a gather (1-byte runs of up to 128 elements, plan.LINES_MAX_RUN)
+MAX_GATHER = 128
 
 
 def host_vector_bytes() -> int:
@@ -1347,8 +1349,8 @@ def gather(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | N
     """
     s, d = as_dtype(src_dt), as_dtype(dst_dt)
     R, V = int(R), int(V)
-    if not (1 <= R <= MAX_TILE and 1 <= V <= MAX_TILE):
-        raise ValueError(f"gather: R={R}, V={V}: both must be in 1..{MAX_TILE}")
+    if not (1 <= R <= MAX_TILE and 1 <= V <= MAX_GATHER):
+        raise ValueError(f"gather: R={R}, V={V}: need R in 1..{MAX_TILE}, V in 1..{MAX_GATHER}")
     Rv = R if Rv is None else int(Rv)
     if not 0 <= Rv <= R:
         raise ValueError(f"gather: need 0 <= Rv <= R (R={R}, Rv={Rv})")

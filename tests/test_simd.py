@@ -796,10 +796,11 @@ def test_gather_memoized_and_validation():
     assert gather(2, 8, "f32", "f32", Vv=8) is gather(2, 8, "f32", "f32")
     gather(3, 16, "f32", "f32", nt=True)                  # 192 bytes = 3 lines
     gather(1, 64, "u8", "u8", nt=True, vbytes=32)
+    gather(2, 96, "s8", "s8", nt=True)                    # runs up to MAX_GATHER (128)
     for args, kw in (((1, 8, "f32", "f32"), dict(nt=True)),      # 32 bytes
                      ((3, 5, "f32", "f32"), dict(nt=True)),
                      ((2, 16, "f32", "bf16"), dict(nt=True, Rv=1)),  # 64 bytes: fine
-                     ((65, 1, "f32", "f32"), {}), ((1, 65, "f32", "f32"), {}),
+                     ((65, 1, "f32", "f32"), {}), ((1, 129, "u8", "u8"), {}),
                      ((0, 4, "f32", "f32"), {}), ((2, 8, "f32", "f32"), dict(Rv=3)),
                      ((2, 8, "f32", "f32"), dict(vbytes=8)),
                      ((2, 8, "f32", "f32"), dict(Vv=0)), ((2, 8, "f32", "f32"), dict(Vv=9))):

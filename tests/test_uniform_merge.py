@@ -1,0 +1,95 @@
+"""Nodes of different padded dims merged where each digit is uniform (``plan._uniform_digit``).
+
+``AcdeB4b8a4b -> ABcde16b64a4b`` (int8 weights): the innermost 8a x 4b is the same 32
+contiguous elements on both sides, and a and b are both padded. Each digit's values lie on
+one side of its dim's bounds (the bounds are multiples of its span), so the two merge into
+one run and the dims' heavier digits decide every guard; the heavier digit left lightest
+(weight 8) may then be a micro-kernel node, its valid steps counted in its own weight. The
+tests check every byte against numpy index arithmetic (destinations at several offsets, 1
+and 2 threads, guard bytes around them, zeros in the padding), in tile and element-loop
+plans, and that digits straddling a bound are not merged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+from layoutjit.compiler import build, lower_and_plan
+
+M = lj.MemoryDesc
+
+CASES = [
+    # a: 24 of 64 (three 8-steps of data in the 64-block), b: 40 of 48
+    ((24, 40, 3, 2, 5), "AcdeB4b8a4b", "ABcde16b64a4b", "s8", "u8"),
+    ((72, 20, 2, 3), "AcdB4b8a4b", "ABcd16b64a4b", "s8", "s8"),      # a: 72 of 128, b: 20 of 32
+    ((16, 36, 5, 3), "ABcd4b16a4b", "ABcd16b16a4b", "u8", "u8"),     # a: 16 of 16, b: 36 of 48
+    ((20, 24, 3, 5), "BcdA8b2a", "BcdA16a16b2a", "f32", "f32"),     # 8b x 2a (a: 20 of 32, b: 24 of 32)
+    ((30, 32, 64), "BcA64b2a", "BcA16b2a", "s8", "f32"),             # 16b x 2a (b: 32 of 64 skipped)
+]
+
+
+def plan_of(s, d):
+    return lower_and_plan(s, d, None)[1]
+
+
+def _merged_padded(s, d) -> bool:
+    """Whether the uniform merge changes the plan's nodes (it joins digits of padded dims)."""
+    on = plan_of(s, d).nodes
+    saved = plan_mod.UNIFORM_MERGE
+    plan_mod.UNIFORM_MERGE = False
+    try:
+        off = plan_of(s, d).nodes
+    finally:
+        plan_mod.UNIFORM_MERGE = saved
+    return on != off
+
+
+def _check(k, s, d, seed):
+    rng = np.random.default_rng(seed)
+    x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 64 - d.dtype.size])
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
+def test_uniform_merge_is_exact(dims, stag, dtag, sdt, ddt):
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)  # not compile_reorder: its in-memory cache would share one kernel
+    assert _merged_padded(s, d), k.plan.describe()
+    _check(k, s, d, sum(dims))
+
+
+def test_uniform_merge_in_element_loops(monkeypatch):
+    """Without a micro-kernel the merged run is an element loop inside the zero/data splits."""
+    monkeypatch.setattr(plan_mod, "_tile_supported", lambda *a: False)
+    dims = (24, 40, 3, 2, 5)
+    s, d = M(dims, "s8", "AcdeB4b8a4b"), M(dims, "u8", "ABcde16b64a4b")
+    k = build(s, d)
+    assert k.plan.tile is None and _merged_padded(s, d), k.plan.describe()
+    _check(k, s, d, 7)
+
+
+def test_uniform_digit_rule():
+    """The merge needs every bound a multiple of the digit's span; a straddling digit stays."""
+    dims = (24, 40, 3, 2, 5)
+    s, d = M(dims, "s8", "AcdeB4b8a4b"), M(dims, "u8", "ABcde16b64a4b")
+    p = plan_of(s, d)
+    run = p.nodes[-1]
+    assert run.dim is None and run.extent == 32 and run.strides == (1, 1), p.describe()
+    # a = 20: its 8a digit straddles valid = 20, so 8a x 4b stays two nodes
+    dims = (20, 40, 3, 2, 5)
+    s, d = M(dims, "s8", "AcdeB4b8a4b"), M(dims, "u8", "ABcde16b64a4b")
+    assert not _merged_padded(s, d), plan_of(s, d).describe()
+    k = build(s, d)
+    _check(k, s, d, 3)
+
+
+def test_uniform_merge_switch(monkeypatch):
+    monkeypatch.setattr(plan_mod, "UNIFORM_MERGE", False)
+    dims = (24, 40, 3, 2, 5)
+    p = plan_of(M(dims, "s8", "AcdeB4b8a4b"), M(dims, "u8", "ABcde16b64a4b"))
+    assert all(n.dim is not None for n in p.nodes if n.strides == (1, 1)), p.describe()
