@@ -1258,7 +1258,8 @@ def _padded_line_digit(ir: LoopIR, nodes: list[Node], ia: int, q: int) -> bool:
     the outer digits place it: the codegen's states), and that divides a line (one line per
     period: the rows are constants, not a table); and A's source rows a line or more apart
     (bf16 -> f32 `aBCde16b16c -> aBcde8b`, rows 32 bytes apart in the source's blocks, lost:
-    112x24x7x12x48 1.29 (1.21) -> 1.75 (1.47)). Measured
+    112x24x7x12x48 1.29 (1.21) -> 1.75 (1.47)), or a dim of one element (f32 -> bf16
+    `bcda -> Ohwi16o` 1x384x224x128, O = 1: 5.56 (4.72) -> 2.15 (1.99)). Measured
     (Zen 3, AVX2), ratio to copy at 1 thread (2 threads), tiles of one padded block storing
     pieces of lines -> line rows: aebcd -> aBcde8b 1024x1x4x64x12 (b: 1 of 8) 1.38 (1.23)
     -> 0.62 (0.82), oneDNN 0.98 (1.09); aBcde4b 1.79 (1.43) -> 0.86 (0.87); f32 -> bf16
@@ -1273,7 +1274,8 @@ def _padded_line_digit(ir: LoopIR, nodes: list[Node], ia: int, q: int) -> bool:
     a = nodes[ia]
     assert a.dim is not None
     r = ir.dims[a.dim]
-    far = abs(a.strides[1] or 0) * ir.operands[1].dtype.size >= 64
+    # (a dim of one element, `bcda -> Ohwi16o` with O = 1: one data row, no line to share)
+    far = abs(a.strides[1] or 0) * ir.operands[1].dtype.size >= 64 or r.valid == 1
     return (far and q % a.extent == 0 and a.weight == 1 and r.write % a.extent == 0
             and r.extent % a.extent == 0)
 

@@ -30,6 +30,7 @@ CASES = [
     ((4, 12, 37, 10), "abdc", "aBcd8b", "f32", "f32"),       # two blocks: 8 of 8, 4 of 8
     ((40, 13, 3, 8), "dcba", "aBcd4b", "f32", "f32"),        # four blocks, the last 1 of 4
     ((3, 20, 70, 4), "abdc", "aBcd16b", "bf16", "bf16"),     # 16 of 16, 4 of 16
+    ((1, 6, 5, 40), "bcda", "Ohwi16o", "f32", "bf16"),       # O = 1: one data row, source stride 1
 ]
 
 
