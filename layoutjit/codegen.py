@@ -1764,17 +1764,27 @@ class KernelWriter:
                 w.put(depth, f"{h} = min({b} - {a}, ((-(dbase + ({do} + {a}) * {dsz})) & 63) // {dsz})")
                 self._scalar_range(depth, so, do, a, f"{a} + {h}")
                 w.put(depth, f"{a} = {a} + {h}")
-            fn = self._micro(("tile", 1, V, 1, V, nt, True))
-            k = w.var("k")
-            ssz = self.ops[1].dtype.size
-            ahead = p.stream_prefetch if nt else 0
-            w.put(depth, f"for {k} in range({a}, {b} - {V - 1}, {V}):")
-            if ahead:  # each call's share (its own source bytes), this far ahead
-                pf = self._micro(("prefetch", V * ssz, False))
-                w.put(depth + 1, f"{pf}(src, {so} + {k} + {ahead // ssz})")
-            w.put(depth + 1, f"{fn}(src, {so} + {k}, 0, dst, {do} + {k}, 1)")
-            w.put(depth, f"{a} = {a} + ({b} - {a}) // {V} * {V}")
-            self._scalar_range(depth, so, do, a, b)
+            known = not nt and group_var is None  # [a, b) is [0, vA)
+            if not known or vA >= V:
+                fn = self._micro(("tile", 1, V, 1, V, nt, True))
+                k = w.var("k")
+                ssz = self.ops[1].dtype.size
+                ahead = p.stream_prefetch if nt else 0
+                w.put(depth, f"for {k} in range({a}, {b} - {V - 1}, {V}):")
+                if ahead:  # each call's share (its own source bytes), this far ahead
+                    pf = self._micro(("prefetch", V * ssz, False))
+                    w.put(depth + 1, f"{pf}(src, {so} + {k} + {ahead // ssz})")
+                w.put(depth + 1, f"{fn}(src, {so} + {k}, 0, dst, {do} + {k}, 1)")
+            if known:
+                # the tail's length is known here: one short vector call, not an element
+                # loop (bf16 `aB16b -> ab` with b = 30: runs of 30 under lines of 32 took
+                # 5.7 us for 32 KB, against 1.6 for its copy)
+                if vA % V:
+                    ft = self._micro(("tile", 1, vA % V, 1, vA % V, False, True))
+                    w.put(depth, f"{ft}(src, {so} + {vA - vA % V}, 0, dst, {do} + {vA - vA % V}, 1)")
+            else:
+                w.put(depth, f"{a} = {a} + ({b} - {a}) // {V} * {V}")
+                self._scalar_range(depth, so, do, a, b)
         if wrA > vA:
             z = w.var("z")
             w.put(depth, f"for {z} in range({lo_z}, {hi_z}):")
