@@ -1167,6 +1167,19 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     return ir.with_nodes(nodes2, "choose_tile"), spec, notes
 
 
+#: Cols tiles whose B or C is a uniform digit of a padded dim (``_uniform_digit``), for B
+#: of at most 2 elements or 4 bytes (``LAYOUTJIT_COLS_UNIFORM=0``: padded B and C never).
+#: `OIhw8i16o2i -> nchw` 64x30x96x192 (i = 30 of 32: 2i, padded, is B): 16x2 tiles read 8
+#: bytes from source rows 1 KB apart, the rest of each line read by other jobs; over the
+#: 2i x 16o run, A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads): 5.05-6.00
+#: (4.96-5.43) -> 1.24-1.38 (1.08-1.16); s8 `BAcde4b8a8b4a -> aBdeC16c64b2c` 8.07 (3.43)
+#: -> 2.23 (1.66), s8 -> u8 `BcdeA8b2a -> aBdeC16c64b2c` 20.3 (13.2) -> 6.2 (4.4), s8
+#: `aCdB16b16c4b -> Abcd4a` 2.78 (2.34) -> 1.45 (2.38). B of 4 f32 or bf16 was mixed
+#: (`ABcd4b16a4b -> abcd` 12x8x128x384 1.38 -> 0.71, but bf16 `-> acbd` 13x56x1024x64 1.05
+#: -> 1.38 and `aBCd2b8c16b4c -> Acdb16a` 0.88 -> 2.47), so those keep their tiles.
+COLS_UNIFORM = os.environ.get("LAYOUTJIT_COLS_UNIFORM", "1") != "0"
+
+
 #: Longest table of destination offsets a cols tile may use (elements of one period).
 COLS_MAX_PERIOD = 1024
 
@@ -1186,7 +1199,11 @@ def _cols_node(ir: LoopIR, nodes: list[Node], ia: int, ib: int, lanes: int) -> i
     for i, n in enumerate(nodes):
         if i in (ia, ib) or n.extent < 2 or n.strides[1] != b.extent or n.strides[0] is None:
             continue
-        if any(m.dim is not None and ir.dims[m.dim].guarded for m in (b, n)):
+        # padded dims only as uniform digits (every column of a step is data, or none is),
+        # and only for B of at most 2 elements or 4 bytes (COLS_UNIFORM)
+        tiny = b.extent <= 2 or b.extent * ir.operands[1].dtype.size <= 4
+        if not all(_uniform_digit(ir, m) and (COLS_UNIFORM and tiny or m.dim is None
+                                              or not ir.dims[m.dim].guarded) for m in (b, n)):
             return None
         if math.lcm(b.extent, lanes) > COLS_MAX_PERIOD:
             return None

@@ -93,3 +93,26 @@ def test_uniform_merge_switch(monkeypatch):
     dims = (24, 40, 3, 2, 5)
     p = plan_of(M(dims, "s8", "AcdeB4b8a4b"), M(dims, "u8", "ABcde16b64a4b"))
     assert all(n.dim is not None for n in p.nodes if n.strides == (1, 1)), p.describe()
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
+    ((16, 30, 8, 16), "OIhw8i16o2i", "nchw", "f32", "f32"),    # i = 30 of 32: 2i is B
+    ((32, 14, 8, 16), "OIhw8i16o2i", "nchw", "u8", "bf16"),    # i = 14 of 16, converted
+    ((8, 24, 32, 4, 3), "BAcde4b8a8b4a", "aBdeC16c64b2c", "s8", "s8"),
+])
+def test_cols_over_a_uniform_padded_b(dims, stag, dtag, sdt, ddt):
+    """A cols tile (``TileSpec.c``) whose B is a uniform digit of a padded dim."""
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    t = k.plan.tile
+    assert t is not None and t.c is not None, k.plan.describe()
+    B = k.plan.nodes[t.b]
+    assert B.dim is not None and k.plan.ir.dims[B.dim].guarded, k.plan.describe()
+    _check(k, s, d, sum(dims))
+    saved = plan_mod.COLS_UNIFORM
+    plan_mod.COLS_UNIFORM = False
+    try:
+        t2 = plan_of(s, d).tile
+    finally:
+        plan_mod.COLS_UNIFORM = saved
+    assert t2 is None or t2.c is None
