@@ -1340,6 +1340,11 @@ def cols_table(ir: LoopIR, tile: TileSpec) -> list[int]:
 STREAM_CHUNK_BYTES = 64 * 1024
 
 
+def _wanted_jobs(bytes_moved: int) -> int:
+    """Jobs a parallel split aims at: ``MIN_JOBS``, fewer for small problems (16 KB each)."""
+    return min(MIN_JOBS, max(2, bytes_moved // (16 * 1024)))
+
+
 def choose_parallel(ir: LoopIR, tile: TileSpec | None, bytes_moved: int) -> tuple[int, int, int]:
     """(loops flattened into the job range, job count, stream chunk elements).
 
@@ -1350,7 +1355,7 @@ def choose_parallel(ir: LoopIR, tile: TileSpec | None, bytes_moved: int) -> tupl
     """
     if bytes_moved < PARALLEL_MIN_BYTES:
         return 0, 1, 0
-    want = min(MIN_JOBS, max(2, bytes_moved // (16 * 1024)))
+    want = _wanted_jobs(bytes_moved)
     skip = set(tile.nodes) if tile is not None else set()
     order = [i for i in range(len(ir.nodes)) if i not in skip]
     if tile is None and order:
@@ -1454,7 +1459,7 @@ def split_jobs(ir: LoopIR, tile: TileSpec | None, moved: int) -> tuple[LoopIR, T
     """
     if not JOB_MIN_BYTES or moved < PARALLEL_MIN_BYTES:
         return None
-    want = min(MIN_JOBS, max(2, moved // (16 * 1024)))
+    want = _wanted_jobs(moved)
     skip = set(tile.nodes) if tile is not None else set()
     order = [i for i in range(len(ir.nodes)) if i not in skip]
     if tile is None and order:

@@ -36,16 +36,19 @@ def plan_of(s, d):
     return lower_and_plan(s, d, None)[1]
 
 
+def plan_without(switch, s, d):
+    """The plan with the planner switch ``switch`` (a module flag of layoutjit.plan) off."""
+    saved = getattr(plan_mod, switch)
+    setattr(plan_mod, switch, False)
+    try:
+        return plan_of(s, d)
+    finally:
+        setattr(plan_mod, switch, saved)
+
+
 def _merged_padded(s, d) -> bool:
     """Whether the uniform merge changes the plan's nodes (it joins digits of padded dims)."""
-    on = plan_of(s, d).nodes
-    saved = plan_mod.UNIFORM_MERGE
-    plan_mod.UNIFORM_MERGE = False
-    try:
-        off = plan_of(s, d).nodes
-    finally:
-        plan_mod.UNIFORM_MERGE = saved
-    return on != off
+    return plan_of(s, d).nodes != plan_without("UNIFORM_MERGE", s, d).nodes
 
 
 def _check(k, s, d, seed):
@@ -109,10 +112,5 @@ def test_cols_over_a_uniform_padded_b(dims, stag, dtag, sdt, ddt):
     B = k.plan.nodes[t.b]
     assert B.dim is not None and k.plan.ir.dims[B.dim].guarded, k.plan.describe()
     _check(k, s, d, sum(dims))
-    saved = plan_mod.COLS_UNIFORM
-    plan_mod.COLS_UNIFORM = False
-    try:
-        t2 = plan_of(s, d).tile
-    finally:
-        plan_mod.COLS_UNIFORM = saved
+    t2 = plan_without("COLS_UNIFORM", s, d).tile
     assert t2 is None or t2.c is None
