@@ -1693,17 +1693,15 @@ class KernelWriter:
             if wr == 0:
                 continue
             use_nt = nt and R == 1 and wr == L.extent and (wr * dsz) % 64 == 0
+            s_r = so if r == 0 else f"{so} + {r * sA}"
+            d_r = do if r == 0 else f"{do} + {r * L.extent}"
             if wr > MAX_TILE:  # 1-byte runs of 65-128 (plan.LINES_MAX_RUN): a row copy
                 assert not (v and self.ep.vector_ops), "runs longer than MAX_TILE take no post-ops"
                 fn = self._micro(("gather", 1, wr, 1 if v else 0, use_nt, max(v, 1), False))
-                s_r = so if r == 0 else f"{so} + {r * sA}"
-                d_r = do if r == 0 else f"{do} + {r * L.extent}"
                 self.w.put(depth, f"{fn}(src, {s_r}, 0, {out}, {d_r})")
                 continue
             fn = self._micro(("tile", 1, wr, 1 if v else 0, max(v, 1), use_nt, True),
                              post=self.ep.vector_ops if v else ())
-            s_r = so if r == 0 else f"{so} + {r * sA}"
-            d_r = do if r == 0 else f"{do} + {r * L.extent}"
             self.w.put(depth, f"{fn}(src, {s_r}, 0, {out}, {d_r}, 1)")
 
     # ----------------------------------------------------------------- stream

@@ -384,7 +384,12 @@ def _mergeable(ir: LoopIR, outer: Node, inner: Node) -> bool:
         return outer.weight == inner.weight * inner.extent
     # different dims: only where each node's steps lie wholly on one side of its dim's
     # padding bounds (then the dim's other digits decide every guard)
-    return all(_uniform_digit(ir, n) for n in (outer, inner))
+    return all(not _guarded(ir, n) or (UNIFORM_MERGE and _uniform_digit(ir, n)) for n in (outer, inner))
+
+
+def _guarded(ir: LoopIR, n: Node) -> bool:
+    """Whether node ``n`` is a digit of a padded dim."""
+    return n.dim is not None and ir.dims[n.dim].guarded
 
 
 #: Merge nodes of different padded dims when each digit is uniform (``_uniform_digit``).
@@ -398,11 +403,9 @@ def _uniform_digit(ir: LoopIR, n: Node, span: int | None = None) -> bool:
     L < w: when ``valid``, ``write`` and the source's extent are multiples of w*e, H
     alone decides data, zeros or nothing. Such a digit may merge with another dim's
     (``AcdeB4b8a4b -> ABcde16b64a4b``: 8a x 4b is the same 32 contiguous elements on
-    both sides, with a and b both padded)."""
+    both sides, with a and b both padded). ``span``: w*e unless given."""
     if n.dim is None or not ir.dims[n.dim].guarded:
         return True
-    if not UNIFORM_MERGE:
-        return False
     r = ir.dims[n.dim]
     span = n.weight * n.extent if span is None else span
     return all(b % span == 0 for b in (r.valid, r.write, r.src_extent))
@@ -1202,8 +1205,8 @@ def _cols_node(ir: LoopIR, nodes: list[Node], ia: int, ib: int, lanes: int) -> i
         # padded dims only as uniform digits (every column of a step is data, or none is),
         # and only for B of at most 2 elements or 4 bytes (COLS_UNIFORM)
         tiny = b.extent <= 2 or b.extent * ir.operands[1].dtype.size <= 4
-        if not all(_uniform_digit(ir, m) and (COLS_UNIFORM and tiny or m.dim is None
-                                              or not ir.dims[m.dim].guarded) for m in (b, n)):
+        if not all(not _guarded(ir, m) or (COLS_UNIFORM and tiny and _uniform_digit(ir, m))
+                   for m in (b, n)):
             return None
         if math.lcm(b.extent, lanes) > COLS_MAX_PERIOD:
             return None
@@ -1345,6 +1348,14 @@ def _wanted_jobs(bytes_moved: int) -> int:
     return min(MIN_JOBS, max(2, bytes_moved // (16 * 1024)))
 
 
+def _job_candidates(ir: LoopIR, tile: TileSpec | None) -> list[int]:
+    """The nodes the job range may flatten, outermost first: those outside the tile
+    (without a tile, all but the innermost loop, which stays inside each job)."""
+    skip = set(tile.nodes) if tile is not None else set()
+    order = [i for i in range(len(ir.nodes)) if i not in skip]
+    return order[:-1] if tile is None else order
+
+
 def choose_parallel(ir: LoopIR, tile: TileSpec | None, bytes_moved: int) -> tuple[int, int, int]:
     """(loops flattened into the job range, job count, stream chunk elements).
 
@@ -1356,10 +1367,7 @@ def choose_parallel(ir: LoopIR, tile: TileSpec | None, bytes_moved: int) -> tupl
     if bytes_moved < PARALLEL_MIN_BYTES:
         return 0, 1, 0
     want = _wanted_jobs(bytes_moved)
-    skip = set(tile.nodes) if tile is not None else set()
-    order = [i for i in range(len(ir.nodes)) if i not in skip]
-    if tile is None and order:
-        order = order[:-1]  # keep the innermost loop inside each job
+    order = _job_candidates(ir, tile)
     jobs = 1
     k = 0
     for i in order:
@@ -1460,19 +1468,15 @@ def split_jobs(ir: LoopIR, tile: TileSpec | None, moved: int) -> tuple[LoopIR, T
     if not JOB_MIN_BYTES or moved < PARALLEL_MIN_BYTES:
         return None
     want = _wanted_jobs(moved)
-    skip = set(tile.nodes) if tile is not None else set()
-    order = [i for i in range(len(ir.nodes)) if i not in skip]
-    if tile is None and order:
-        order = order[:-1]
     jobs = 1
-    for i in order:
+    for i in _job_candidates(ir, tile):
         if jobs >= want:
             return None
         n = ir.nodes[i]
         if jobs * n.extent <= want or moved // (jobs * n.extent) >= JOB_MIN_BYTES:
             jobs *= n.extent
             continue
-        if any(s is None for s in n.strides) or (n.dim is not None and ir.dims[n.dim].guarded):
+        if any(s is None for s in n.strides) or _guarded(ir, n):
             return None
         need = -(-want // jobs)
         g = next((g for g in range(need, min(n.extent - 1, 4 * need) + 1) if n.extent % g == 0), None)

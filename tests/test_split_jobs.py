@@ -45,11 +45,18 @@ def test_split_jobs_exact():
     ref.check_guarded_runs(k, x, expect, [0, 5])
 
 
-def test_split_jobs_leaves_padded_nodes():
-    """A node of a padded dim is not cut (its digits decide the padding splits)."""
-    dims = (20, 16, 64, 64)  # o = 20: padded in both blocked layouts
+def test_split_jobs_leaves_padded_nodes(monkeypatch):
+    """A node of a padded dim is not cut (its digits decide the padding splits): o = 40956
+    makes 5120 o-blocks of 8, 128 B a job, and 5120 has the divisor the cut would take."""
+    dims = (40956, 8, 1, 1)
     s, d = M(dims, "u8", "OIhw8i8o"), M(dims, "u8", "OIhw4o4i")
     p = lower_and_plan(s, d, None)[1]
-    for n in p.nodes:
-        if n.dim == 0:
-            assert n.weight in (8, 4, 1), p.describe()
+    n0 = p.nodes[0]
+    assert n0.dim == 0 and p.ir.dims[0].guarded and n0.extent == 5120, p.describe()
+    assert p.bytes_moved // n0.extent < plan_mod.JOB_MIN_BYTES
+    assert "split_jobs" not in p.ir.notes and p.jobs == 5120, p.describe()
+    k = build(s, d)
+    rng = np.random.default_rng(3)
+    x = ref.random_raw(s.get_size(), "u8", rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size(), np.uint8)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0])
