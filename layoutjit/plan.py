@@ -878,6 +878,8 @@ def _block_src_order(ir: LoopIR, tile: TileSpec) -> int:
     (4.13) -> 2.33 (1.88); `adbc -> bacd` 1024x128x8x32 3.59 (3.43) -> 1.55 (1.55); 20 of
     22 random pairs it changed gained, two stayed within noise.
     """
+    if tile.kind == "lines":
+        return _lines_src_order(ir, tile)
     if not BLOCK_SRC_ORDER or tile.kind != "transpose" or tile.b is None:
         return 0
     if tile.c is not None or tile.l is not None or tile.a2 is not None:
@@ -896,6 +898,55 @@ def _block_src_order(ir: LoopIR, tile: TileSpec) -> int:
         return 0
     src = [m.strides[1] or 0 for m in outer]
     return 0 if src == sorted(src, reverse=True) else n - 2
+
+
+#: Lines tiles writing whole blocks walk their outer loops in source order where the
+#: destination order reads more than this many source rows before they continue
+#: (``_lines_src_order``; ``LAYOUTJIT_LINES_SRC_ORDER=0``: never).
+LINES_SRC_ORDER = os.environ.get("LAYOUTJIT_LINES_SRC_ORDER", "1") != "0"
+
+
+def _lines_src_order(ir: LoopIR, tile: TileSpec) -> int:
+    """Outer nodes to put in source order for a "lines" plan whose calls write whole
+    blocks of whole lines (``_block_src_order`` for runs instead of elements).
+
+    In destination order the outer node that continues the tiles' source rows (the one of
+    least source stride) may sit outside a long loop: `nhwc -> OIhw8i16o2i` f32
+    224x96x24x96 reads 16 rows of 64 B per block, the next 64 B of each (the next 16 i)
+    a whole sweep over the 2304 pixels later, 36864 rows read side by side. In source
+    order that step is innermost and the reads follow the rows; the blocks, whole lines,
+    lose nothing by being written anywhere. Only where the destination order reads more
+    rows side by side than ``READ_STREAMS_BLOCKED`` before the rows continue, or, for
+    blocks under 512 B (source order writes them a sweep apart), than ``READ_STREAMS``:
+    s8 -> f32 `OIhw4o4i -> NChw16n16c` 32x30x112x192 (16 rows, 256 B blocks) lost 0.81 ->
+    0.98x copy at 1 thread, f32 -> bf16 `nChw8c -> OIhw4i16o4i` 512x2x112x128 (32 rows,
+    256 B) 1.27 -> 1.48, where `AcdB32a4b -> ABcd8b16a2b` 13x64x100x48 (256 B, a million
+    rows) gained 1.23 (1.66) -> 0.93 (0.77). A/B on Zen 3 (AVX2), ratio
+    to copy at 1 thread (2 threads), destination -> source order: that `nhwc` pair 2.10-2.51
+    (1.82-2.02) -> 0.73-0.79 (0.69-0.77); `cdab -> OIhw8i16o2i` 48x48x112x100 1.64-1.70
+    (1.27-1.76) -> 1.11-1.14 (0.86-1.30); `Bcda16b -> aCdB8c2b` 16x1024x12x224 3.73 (2.23)
+    -> 0.91 (0.53); `AcdB4b16a4b -> aCdB24c2b` 512x12x384x24 3.27 (1.72) -> 2.00 (0.98);
+    s8 -> u8 `AcdeB4b8a4b -> ABcde16b64a4b` 112x224x13x13x32 0.97 (1.06) -> 0.43 (0.57);
+    bf16 -> f32 `Ohwi8o -> OIhw16i16o` 100x256x128x17 0.73 (0.65) -> 0.45 (0.50).
+    """
+    if not LINES_SRC_ORDER or tile.b is None or tile.l is None or not tile.rows_contiguous:
+        return 0
+    outer = ir.nodes[:tile.a]
+    if len(outer) < 2 or not _starts_on_lines(ir, outer) or any(m.strides[1] is None for m in outer):
+        return 0
+    a, b, run = ir.nodes[tile.a], ir.nodes[tile.b], ir.nodes[tile.l]
+    if (a.extent * b.extent * run.extent) % _line_elems(ir):
+        return 0
+    src = [abs(m.strides[1] or 0) for m in outer]
+    if src == sorted(src, reverse=True):
+        return 0
+    k = src.index(min(src))  # the step that continues the rows
+    # (blocks under 512 B, written a sweep apart in source order, want more rows to gain)
+    block_bytes = a.extent * b.extent * run.extent * ir.operands[0].dtype.size
+    most = READ_STREAMS_BLOCKED if block_bytes >= 512 else READ_STREAMS
+    if a.extent * math.prod(m.extent for m in outer[k + 1:]) <= most:
+        return 0
+    return tile.a
 
 
 def _shares_source_lines(ir: LoopIR, tile: TileSpec, outer: Sequence[Node]) -> bool:
