@@ -1,0 +1,55 @@
+"""Cols tiles that would store short pieces give way to line rows
+(``plan.LINE_ROWS_OVER_COLS_BYTES``, in ``plan._transpose``).
+
+`chwn -> nChw8c` u8: A (the 8 c of a block) makes 8-byte pieces, one per source column
+of a cols tile; line rows read 8 pixels x 8 c as one line of rows, each column one whole
+line. The tests force NT stores on small tensors, check every byte (several destination
+offsets, 1 and 2 threads, guard bytes, padded blocks), and check where the rule must not
+apply.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+from layoutjit.compiler import build, lower_and_plan
+
+M = lj.MemoryDesc
+
+
+def plan_of(s, d):
+    return lower_and_plan(s, d, None)[1]
+
+
+CASES = [
+    ((40, 32, 4, 6), "chwn", "nChw8c", "u8", "u8"),
+    ((40, 20, 4, 6), "chwn", "nChw8c", "u8", "u8"),    # c = 20 of 24: padded blocks
+    ((24, 64, 16, 8), "Abcd4a", "aCdB16b16c4b", "f32", "f32"),
+    ((12, 64, 3, 4), "abDC32d4c", "BcdA32b4a", "bf16", "bf16"),
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
+def test_line_rows_over_cols_is_exact(nt_everywhere, dims, stag, dtag, sdt, ddt):
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert p.nt and p.tile.kind == "transpose" and p.tile.a2 is not None and p.tile.c is None, p.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+
+
+def test_cols_kept(nt_everywhere, monkeypatch):
+    """Source pieces of 4 bytes (s8 `aCdB16b16c4b -> Abcd4a`) and the switch off: cols."""
+    s, d = M((8, 32, 4, 16), "s8", "aCdB16b16c4b"), M((8, 32, 4, 16), "s8", "Abcd4a")
+    p = plan_of(s, d)
+    assert p.tile.c is not None, p.describe()
+    monkeypatch.setattr(plan_mod, "LINE_ROWS_OVER_COLS_BYTES", 0)
+    p = plan_of(M((40, 32, 4, 6), "u8", "chwn"), M((40, 32, 4, 6), "u8", "nChw8c"))
+    assert p.tile.c is not None and p.tile.a2 is None, p.describe()
