@@ -738,6 +738,13 @@ def _lines_digits_ok(ir: LoopIR, nodes: list[Node], a: Node, b: Node, run: Node)
     return all(_digit_order_ok(ir, nodes, n) for n in guarded)
 
 
+#: Runs shorter than a line, back to back on both sides but for their dim's padding
+#: (same-layout conversions of a padded blocked layout: f32 -> bf16 `nCdhw16c`, C = 30),
+#: packed whole into lines as "lines" plans with a unit column node
+#: (``LAYOUTJIT_SAME_PLACE_RUNS=0``: element loops).
+SAME_PLACE_RUNS = os.environ.get("LAYOUTJIT_SAME_PLACE_RUNS", "1") != "0"
+
+
 #: Longest run (elements) of a "lines" plan: its calls are ``simd.gather``/``simd.tile``
 #: micro-kernels, at most ``simd.MAX_GATHER`` elements a row.
 LINES_MAX_RUN = int(os.environ.get("LAYOUTJIT_LINES_MAX_RUN", 128))
@@ -801,6 +808,18 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True, allow_cols: bool = 
     packed = _packed_padded_runs(ir, nodes, run, ia, run_bytes)
     if packed is not None:
         return packed[0], packed[1], notes
+    if (ia2 is not None and ia2 == ib2 and SAME_PLACE_RUNS and run_bytes < 64 and 64 % run_bytes == 0
+            and all(s is not None for s in nodes[ia2].strides)
+            and _lines_digits_ok(ir, nodes, nodes[ia2], nodes[ia2], run)):
+        # runs back to back on both sides, kept apart by the padding of their dim
+        # (_same_place_runs)
+        a = nodes[ia2]
+        unit = Node(1, None, 1, tuple(0 for _ in a.strides))
+        rest = [n for i, n in enumerate(nodes) if i not in (ia, ia2)]
+        k = len(rest)
+        G = min(64 // run_bytes, a.extent)
+        return (ir.with_nodes(rest + [a, unit, run], "choose_tile"),
+                TileSpec("lines", k, k + 1, G, 1, 1, False, k + 2), notes)
     if run_bytes >= 64:
         rest = [n for i, n in enumerate(nodes) if i != ia]
         V = max(1, 64 // dsz)
