@@ -422,6 +422,11 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
     ((2, 36, 8, 8), "nhwc", "nChw16c", "f32", "s8", 4),     # pixels of 36 read as 48 (padding)
     ((2, 20, 8, 9), "nhwc", "nChw16c", "f32", "bf16", 8),   # 20 as 32, 72 pixels (a tail)
     ((2, 64, 8, 8), "nChw16c", "nChw8c", "f32", "f32", 0),  # rows of one line: read in order
+    # ... but narrowing float conversions read most of their traffic: prefetched
+    ((2, 64, 8, 8), "nChw16c", "nChw8c", "f32", "s8", 2),
+    ((2, 64, 8, 8), "nChw16c", "nChw8c", "f32", "bf16", 4),
+    ((2, 48, 8, 8), "nChw16c", "nChw4c", "f32", "u8", 1),
+    ((2, 64, 8, 8), "nChw16c", "nChw8c", "s32", "s8", 0),   # integers narrowing: in order
 ])
 def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dtag, sdt, ddt, m):
     """Short source rows that follow one another: each micro-kernel call prefetches its share
@@ -439,7 +444,7 @@ def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dt
         assert any(n.startswith("prefetch:") for n in p.notes), p.describe()
         assert t.M == m, p.describe()
         # the block: the group's rows x the row's bytes, from the descriptors' shapes
-        row = {"nhwc": dims[1], "ab": dims[1], "nchw": dims[-1] * dims[-2]}[stag]
+        row = {"nhwc": dims[1], "ab": dims[1], "nchw": dims[-1] * dims[-2]}.get(stag, 16)
         row_bytes = row * {"f32": 4, "bf16": 2, "s8": 1}[sdt]
         if not lines:
             assert p.prefetch_block == m * t.R * row_bytes, p.describe()
@@ -964,3 +969,16 @@ def test_lines_passes_not_taken(monkeypatch):
     assert plan((32, 128, 56, 56), "nChw16c", "nhwc").lines_passes == 0     # 8 planes
     assert plan((2, 256, 5, 5), "nChw16c", "nhwc").lines_passes == 0        # small: plain stores
     assert plan((32, 256, 56, 56), "nhwc", "nChw16c").lines_passes == 0     # rows innermost
+
+
+def test_narrowing_prefetch_wants_groups_that_follow(monkeypatch):
+    """Rows of one line, f32 -> bf16, but each group half of a source block (the other half a
+    pass later, `gOIhw16i16o -> gOIhw8i8o`): no prefetch; exact."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    dims = (2, 32, 32, 3, 5)
+    k = lj.compile_reorder(M(dims, "f32", "gOIhw16i16o"), M(dims, "bf16", "gOIhw8i8o"))
+    p = k.plan
+    assert p.nt and p.tile.kind == "lines" and not p.prefetch, p.describe()
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads)
