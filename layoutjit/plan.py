@@ -1139,6 +1139,20 @@ def _short_rows_from_far_rows(ir: LoopIR, a: Node, b: Node, ssz: int, dsz: int) 
             and _transpose_takes_nt(ir, ssz, dsz))
 
 
+#: Bytes of each destination row a transpose widening into 4-byte elements writes per visit
+#: where its rows are 4 KB or more apart (``_transpose``): ndhwc -> ncdhw s8 -> f32 wrote 128 B (two 16-row
+#: tiles) into each of 112 planes per step, NT lines a sweep apart. A/B on Zen 3 (AVX2),
+#: ratio to copy at 1 thread (2 threads), 128 -> 256 B: u8 -> f32 8x512x3x56x224 1.79
+#: (1.05) -> 1.22 (0.85), s8 -> f32 8x112x3x112x224 2.91 (1.76) -> 2.21 (1.67), bf16 ->
+#: f32 8x512x3x56x224 1.67 (1.38) -> 1.53 (1.36). Destination rows close together
+#: (ncdhw -> ndhwc, one pixel's channels) lost with more rows (0.57 -> 0.74) and keep
+#: READ_STREAMS, as do 2-byte destinations (s8 -> bf16 8x112x3x56x224 3.04 -> 4.59).
+#: Repeated with 13 rounds: s8 -> f32 `nhwc -> nchw` 32x512x56x112 1.77 (0.86) -> 1.16
+#: (0.74), ndhwc -> ncdhw 8x100x3x56x224 0.83 (0.84) -> 0.60 (0.68), 8x112x3x112x224 2.12
+#: (1.68) -> 2.00 (1.62). ``LAYOUTJIT_WIDE_ROW_VISIT_BYTES=0``: off.
+WIDE_ROW_VISIT_BYTES = int(os.environ.get("LAYOUTJIT_WIDE_ROW_VISIT_BYTES", 256))
+
+
 def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz: int, dsz: int,
                notes: list[str], allow_cols: bool = True) -> tuple[LoopIR, TileSpec | None, list[str]]:
     a, b = nodes[ia], nodes[ib]
@@ -1207,6 +1221,11 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     if _short_rows_from_far_rows(ir, a, b, ssz, dsz):
         streams = min(streams, SHORT_ROW_STREAMS)
     M = max(1, min(-(-a.extent // R), streams // R))
+    if (WIDE_ROW_VISIT_BYTES and dsz > ssz and dsz >= 4 and not rows_contig and b.strides[0] is not None
+            and b.strides[0] * dsz >= 4096):
+        # widening into rows far apart (ndhwc -> ncdhw s8 -> f32: one plane per channel): the
+        # writes are most of the traffic, so each row gets WIDE_ROW_VISIT_BYTES per visit
+        M = max(M, min(-(-a.extent // R), WIDE_ROW_VISIT_BYTES // (R * dsz)))
     # (Tiles whose rows are one whole line -- f32 -> bf16 nchw -> nhwc, 32 rows -- once took
     # two per macro tile, to write two lines of each destination row. Measured again with
     # the rest of the planner as it is now, 32x256x56x56 and 64x128x56x56, ratio to copy at

@@ -1,0 +1,40 @@
+"""Transposes widening into 4-byte elements with destination rows 4 KB or more apart take
+enough tiles per step that each row gets ``plan.WIDE_ROW_VISIT_BYTES`` per visit
+(ndhwc -> ncdhw s8 -> f32: one plane per channel). Exact at 1 and 2 threads with NT
+stores forced, tails included; 2-byte destinations and close rows keep their tiles."""
+
+from __future__ import annotations
+
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+from layoutjit.compiler import lower_and_plan
+
+M = lj.MemoryDesc
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt", [
+    ((2, 40, 3, 8, 45), "ndhwc", "ncdhw", "s8"),
+    ((2, 24, 33, 40), "nhwc", "nchw", "u8"),
+    ((2, 40, 36, 30), "nhwc", "nchw", "bf16"),
+])
+def test_wide_row_visits_exact(nt_everywhere, dims, stag, dtag, sdt):
+    k = lj.compile_reorder(M(dims, sdt, stag), M(dims, "f32", dtag))
+    p, t = k.plan, k.plan.tile
+    assert p.nt and t.kind == "transpose", p.describe()
+    assert t.M * t.R * 4 >= plan_mod.WIDE_ROW_VISIT_BYTES or t.M * t.R >= p.nodes[t.a].extent, p.describe()
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads)
+
+
+def test_wide_row_visits_not_taken(nt_everywhere, monkeypatch):
+    dims = (2, 40, 3, 8, 45)
+    on = lower_and_plan(M(dims, "s8", "ndhwc"), M(dims, "f32", "ncdhw"), None)[1]
+    bf = lower_and_plan(M(dims, "s8", "ndhwc"), M(dims, "bf16", "ncdhw"), None)[1]
+    monkeypatch.setattr(plan_mod, "WIDE_ROW_VISIT_BYTES", 0)
+    off = lower_and_plan(M(dims, "s8", "ndhwc"), M(dims, "f32", "ncdhw"), None)[1]
+    bf_off = lower_and_plan(M(dims, "s8", "ndhwc"), M(dims, "bf16", "ncdhw"), None)[1]
+    assert on.tile.M > off.tile.M, (on.describe(), off.describe())
+    assert bf.tile.M == bf_off.tile.M, (bf.describe(), bf_off.describe())
