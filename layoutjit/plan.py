@@ -1386,7 +1386,8 @@ def _padded_line_digit(ir: LoopIR, nodes: list[Node], ia: int, q: int) -> bool:
     the outer digits place it: the codegen's states), and that divides a line (one line per
     period: the rows are constants, not a table); and A's source rows a line or more apart
     (bf16 -> f32 `aBCde16b16c -> aBcde8b`, rows 32 bytes apart in the source's blocks, lost:
-    112x24x7x12x48 1.29 (1.21) -> 1.75 (1.47)), or a dim of one element (f32 -> bf16
+    112x24x7x12x48 1.29 (1.21) -> 1.75 (1.47); measured again in a later session it gained,
+    and nearer rows are taken too: ``NEAR_PADDED_ROWS``), or a dim of one element (f32 -> bf16
     `bcda -> Ohwi16o` 1x384x224x128, O = 1: 5.56 (4.72) -> 2.15 (1.99)). Measured
     (Zen 3, AVX2), ratio to copy at 1 thread (2 threads), tiles of one padded block storing
     pieces of lines -> line rows: aebcd -> aBcde8b 1024x1x4x64x12 (b: 1 of 8) 1.38 (1.23)
@@ -1402,10 +1403,27 @@ def _padded_line_digit(ir: LoopIR, nodes: list[Node], ia: int, q: int) -> bool:
     a = nodes[ia]
     assert a.dim is not None
     r = ir.dims[a.dim]
-    # (a dim of one element, `bcda -> Ohwi16o` with O = 1: one data row, no line to share)
-    far = abs(a.strides[1] or 0) * ir.operands[1].dtype.size >= 64 or r.valid == 1
+    # (a dim of one element, `bcda -> Ohwi16o` with O = 1: one data row, no line to share;
+    # NEAR_PADDED_ROWS: nearer rows too)
+    ssz = ir.operands[1].dtype.size
+    far = abs(a.strides[1] or 0) * ssz >= 64 or r.valid == 1 or NEAR_PADDED_ROWS
     return (far and q % a.extent == 0 and a.weight == 1 and r.write % a.extent == 0
             and r.extent % a.extent == 0)
+
+
+#: Padded line rows (``_padded_line_digit``) whose source rows are under a line apart.
+#: `oihw -> OIhw4i16o4i` 4096x1000x3x3 (i = 1000 of 1008:
+#: rows 36 B apart) took 4x8 tiles of 16-byte pieces, 1.37x oneDNN's time. A/B on Zen 3
+#: (AVX2), ratio to copy at 1 thread (2 threads), without -> with: that pair 1.67 (1.89)
+#: -> 1.21 (0.98); s8 -> f32 `OIhw16i16o -> nChw4c` 768x17x13x100 1.40 (1.30) -> 0.67
+#: (0.73); `hwio -> nChw8c` 8x100x128x100 1.42 (1.32) -> 1.24 (0.97); bf16 -> f32
+#: `aBCde16b16c -> aBcde8b` 112x24x7x12x48 (which had lost once, the rule's first
+#: measurement) 1.42 (1.31) -> 1.19 (1.32); f32 -> s8 4096x1000x3x3 1.78 (1.72) -> 1.22
+#: (1.30), f32 -> bf16 2.17 (1.96) -> 0.78 (1.65). 13 pairs changed, 11 gained; two f32 ->
+#: bf16 pairs lost: `aBdC8b2c -> AcdB64a4b` 384x13x1024x3 3.31 (2.48) -> 3.49 (2.94),
+#: `Ohwi8o -> nChw16c` 192x17x16x224 (the last block one channel of 16) 1.08 (1.15) ->
+#: 1.61 (0.98).
+NEAR_PADDED_ROWS = os.environ.get("LAYOUTJIT_NEAR_PADDED_ROWS", "1") != "0"
 
 
 #: Most destination lines in one period of an ``a2`` transpose (its row table: 64 x R offsets).

@@ -31,6 +31,9 @@ CASES = [
     ((40, 13, 3, 8), "dcba", "aBcd4b", "f32", "f32"),        # four blocks, the last 1 of 4
     ((3, 20, 70, 4), "abdc", "aBcd16b", "bf16", "bf16"),     # 16 of 16, 4 of 16
     ((1, 6, 5, 40), "bcda", "Ohwi16o", "f32", "bf16"),       # O = 1: one data row, source stride 1
+    # rows under a line apart (NEAR_PADDED_ROWS): oihw's i rows 36 B apart, i = 20 of 32
+    ((16, 20, 3, 3), "oihw", "OIhw4i16o4i", "f32", "f32"),
+    ((32, 20, 3, 3), "oihw", "OIhw4i16o4i", "f32", "s8"),
 ]
 
 
@@ -86,5 +89,7 @@ def test_padded_line_rows_not_taken(monkeypatch):
     s, d = M((6, 3, 37, 10), "f32", "abdc"), M((6, 3, 37, 10), "f32", "aBcd8b")
     k = lj.compile_reorder(s, d, scales={"dst": 0})
     assert not _padded_rows(k.plan), k.plan.describe()
+    monkeypatch.setattr(plan_mod, "NEAR_PADDED_ROWS", False)
+    assert not _padded_rows(plan_of(M((16, 20, 3, 3), "f32", "oihw"), M((16, 20, 3, 3), "f32", "OIhw4i16o4i")))
     monkeypatch.setattr(plan_mod, "_padded_line_digit", lambda *a: False)
     assert not _padded_rows(plan_of(s, d))
