@@ -1041,7 +1041,7 @@ class KernelWriter:
             """One macro tile: its tiles into the destination, or (``stage``: the chunk's
             first row of A) into the row stage (``Plan.row_stage``)."""
             if t.c is not None:
-                self._cols_group(dep, gr, base, offs, nt)
+                self._cols_group(dep, gr, base, offs, nt, self._range_of(self.ir.nodes[t.c], state))
                 return
             for run in bruns:
                 c_first, V, Vv = run[0]
@@ -1204,12 +1204,17 @@ class KernelWriter:
             fn = self._micro(("rows", R, V, R, Vv, use_nt), post=self.ep.vector_ops)
             self.w.put(d, f"{fn}(src, {so}, {table}, {lv}, dst, {do}, {dB})")
 
-    def _cols_group(self, depth: int, gr: list, base: str, offs: list[str], nt: bool) -> None:
+    def _cols_group(self, depth: int, gr: list, base: str, offs: list[str], nt: bool,
+                    c_range: tuple[int, int] | None = None) -> None:
         """One row group of a cols transpose: V-column chunks of the B x C source run.
 
         Columns repeat their destination pattern every ``period`` (the table's length)
         shifted by ``period / B.extent`` steps of C; full periods loop over the table's
         chunks, the rest of the run takes whole chunks and one short chunk.
+
+        ``c_range``: (valid, written) steps of C in this state (a padded C, its dim's
+        lightest digit): the run is cut after the valid steps, and the written steps past
+        them get zeros (R x B.extent tiles of zeros, one per step).
         """
         t = self.plan.tile
         assert t is not None and t.b is not None and t.c is not None
@@ -1219,7 +1224,8 @@ class KernelWriter:
         table = cols_table(self.ir, t)
         period = len(table)
         tab = self._table(table)
-        W = B.extent * C.extent
+        vC, wrC = c_range if c_range is not None else (C.extent, C.extent)
+        W = B.extent * vC
         nper, rem = divmod(W, period)
         shift = (period // B.extent) * dC
         dsz = self.ops[0].dtype.size
@@ -1263,6 +1269,16 @@ class KernelWriter:
                 calls(depth + 1, f"{start} + {kv}", str(nper * shift), kv, t.V)
             if tail:
                 calls(depth, str(start + full * t.V), str(nper * shift), str(full * t.V), tail)
+        dB = B.strides[0]
+        assert dB is not None
+        for cz in range(vC, wrC):  # written steps of C past its data: zeros
+            for a0, R, _ in gr:
+                aexpr = f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
+                fz = self._micro(("tile", R, B.extent, 0, 0, use_nt and (R * dsz) % 64 == 0, False))
+                if staged:
+                    w.put(depth, f"{fz}(src, 0, 0, obuf, {(a0 - gr[0][0]) * dA + cz * dC}, {dB})")
+                else:
+                    w.put(depth, f"{fz}(src, 0, 0, dst, {offs[0]} + ({aexpr}) * {dA} + {cz * dC}, {dB})")
         if staged:
             q = 64 // dsz
             ddt = str(self.ops[0].dtype)

@@ -1244,16 +1244,17 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         # 1.61 (2.01 -> 1.28), s8 nhwc -> nchw 1.31 -> 1.10 (0.83 -> 0.80))
         M = max(M, min(-(-a.extent // R), PARTIAL_LINE_STEP_BYTES // (R * V * ssz)))
     ic = _cols_node(ir, nodes, ia, ib, vbytes // ssz) if allow_cols and not rows_contig else None
-    if (ic is not None and a.extent * dsz <= LINE_ROWS_OVER_COLS_BYTES
-            and b.extent * ssz >= max(8, a.extent * dsz) and _transpose_takes_nt(ir, ssz, dsz)):
-        lined = _line_rows(ir, nodes, ia, ib, dsz, vbytes // ssz)
-        if lined is not None:
-            return lined[0], lined[1], notes
     if ic is not None:
         rest = [n for i, n in enumerate(nodes) if i not in (ia, ib, ic)]
         k = len(rest)
         spec = TileSpec("transpose", k, k + 2, R, max(1, vbytes // ssz), M, False, c=k + 1)
-        return ir.with_nodes(rest + [a, nodes[ic], b], "choose_tile"), spec, notes
+        cols_ir = ir.with_nodes(rest + [a, nodes[ic], b], "choose_tile")
+        if (a.extent * dsz <= LINE_ROWS_OVER_COLS_BYTES and b.extent * ssz >= max(8, a.extent * dsz)
+                and _transpose_takes_nt(ir, ssz, dsz) and not (COLS_STAGE and cols_stage(cols_ir, spec))):
+            lined = _line_rows(ir, nodes, ia, ib, dsz, vbytes // ssz)
+            if lined is not None:
+                return lined[0], lined[1], notes
+        return cols_ir, spec, notes
     # (after cols: oihw -> OIhw16i16o bf16 could take either; cols 1.65x copy, line rows 3.3x)
     lined = _line_rows(ir, nodes, ia, ib, dsz, vbytes // ssz) if allow_cols and not rows_contig else None
     if lined is not None:
@@ -1278,7 +1279,8 @@ COLS_UNIFORM = os.environ.get("LAYOUTJIT_COLS_UNIFORM", "1") != "0"
 
 
 #: Cols tiles storing pieces of at most this many bytes give way to line rows where those
-#: read source pieces at least as long (and 8 B) and the stores are NT (``_transpose``).
+#: read source pieces at least as long (and 8 B), the stores are NT, and the cols tiles
+#: would not go through a stage (``cols_stage``, which makes whole lines of them).
 #: `chwn -> nChw8c` u8 100x32x192x112: A is the 8 c of a block (8-byte pieces, 100 rows
 #: apart), B the 100 n; cols tiles 8x32 store 8 B into each of 32 rows. Line rows take 8
 #: pixels x 8 c as 64 rows, 32 n a column, each column one whole NT line. A/B on Zen 3
@@ -1289,6 +1291,29 @@ COLS_UNIFORM = os.environ.get("LAYOUTJIT_COLS_UNIFORM", "1") != "0"
 #: 1.78 -> 3.30 at 1 thread, `AcdeB24a4b -> abdec` 2.13 -> 5.04), and tiny tensors in
 #: cache (f32 -> s8 17x16x14x14 chwn -> nChw16c +1.3 us). ``LAYOUTJIT_LINE_ROWS_OVER_COLS_BYTES=0``: never.
 LINE_ROWS_OVER_COLS_BYTES = int(os.environ.get("LAYOUTJIT_LINE_ROWS_OVER_COLS_BYTES", 16))
+
+
+#: Cols tiles whose C is the lightest digit of a padded dim (`goihw -> gOIhw16i16o` with
+#: i = 56 of 64, hw = 7): each state's run is cut after C's valid steps and the steps
+#: past them get zeros (``codegen._cols_group``). They were 16x7 tiles, one line per
+#: column. A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), 16x7 tiles -> cols:
+#: that pair 2.03 (1.47) -> 1.17 (0.96) (it was 1.23x oneDNN's time); `oihw -> OIhw16i16o`
+#: 2048x1000x7x1 1.17 (0.99) -> 0.68 (0.70), 4096x1000x3x3 1.14 (0.95) -> 0.85 (0.78),
+#: 8192x500x5x5 2.83 (2.31) -> 1.92 (1.76); `goihw -> gOIhw16i16o` 64x1024x56x3x3 1.03
+#: (0.93) -> 0.90 (0.88); s8 -> u8 `aBdC64b4c -> AcdB16b32a` 5.09 (3.76) -> 3.25 (2.40).
+#: Only for destination padding (a source-only padded C lost) and, for narrowing
+#: conversions, pieces of whole lines. ``LAYOUTJIT_COLS_PADDED_C=0``: C unpadded (or
+#: uniform) only.
+COLS_PADDED_C = os.environ.get("LAYOUTJIT_COLS_PADDED_C", "1") != "0"
+
+
+def _lightest_padded(ir: LoopIR, nodes: list[Node], n: Node) -> bool:
+    """Whether n is its (padded) dim's lightest digit, every other digit of it heavier."""
+    if n.weight != 1 or n.dim is None:
+        return False
+    r = ir.dims[n.dim]
+    # (destination padding: a source-only padded C, `AcB4b24a4b -> aCB16b32c`, lost 1.00 -> 1.20)
+    return r.write > r.valid and not any(m.dim == n.dim and m is not n and m.weight < n.extent for m in nodes)
 
 
 #: Longest table of destination offsets a cols tile may use (elements of one period).
@@ -1313,7 +1338,12 @@ def _cols_node(ir: LoopIR, nodes: list[Node], ia: int, ib: int, lanes: int) -> i
         # padded dims only as uniform digits (every column of a step is data, or none is),
         # and only for B of at most 2 elements or 4 bytes (COLS_UNIFORM)
         tiny = b.extent <= 2 or b.extent * ir.operands[1].dtype.size <= 4
+        # (a padded C: pieces of lines only where the conversion does not narrow; f32 ->
+        # bf16 `oihw -> OIhw16i16o` 4096x1000x3x3, 32-byte pieces, lost 1.28 -> 1.57)
+        dsz, ssz = ir.operands[0].dtype.size, ir.operands[1].dtype.size
+        pieces_ok = (nodes[ia].extent * dsz) % 64 == 0 or ssz <= dsz
         if not all(not _guarded(ir, m) or (COLS_UNIFORM and tiny and _uniform_digit(ir, m))
+                   or (m is n and COLS_PADDED_C and _lightest_padded(ir, nodes, m) and pieces_ok)
                    for m in (b, n)):
             return None
         if math.lcm(b.extent, lanes) > COLS_MAX_PERIOD:
@@ -2557,7 +2587,8 @@ def _groups_follow(ir: LoopIR, tile: TileSpec) -> bool:
     a = ir.nodes[tile.a]
     if a.extent > tile.M * tile.R:
         return True
-    return tile.a > 0 and ir.nodes[tile.a - 1].strides[1] == a.extent * a.strides[1]
+    sa = a.strides[1]
+    return tile.a > 0 and sa is not None and ir.nodes[tile.a - 1].strides[1] == a.extent * sa
 
 
 def _padded_rows_follow(ir: LoopIR, a: Node, b: Node, run: Node) -> bool:

@@ -102,9 +102,9 @@ def test_tile_cols_validation():
 KERNEL_CASES = [  # dims, src tag, dst tag, dst dtype, cols expected
     ((64, 48, 3, 3), "oihw", "OIhw16i16o", "f32", True),
     ((17, 48, 3, 3), "oihw", "OIhw16i16o", "f32", True),     # padded o: partial and zero tiles
-    ((32, 17, 3, 3), "oihw", "OIhw16i16o", "f32", False),    # padded i: the run has holes
+    ((32, 17, 3, 3), "oihw", "OIhw16i16o", "f32", True),     # padded i: the run cut, zeros after
     ((48, 32, 5, 5), "oihw", "OIhw16i16o", "bf16", True),    # 400-column run, table of 400
-    ((32, 32, 1, 7), "oihw", "OIhw16i16o", "s8", True),      # short tail chunk
+    ((32, 32, 1, 7), "oihw", "OIhw16i16o", "bf16", True),    # short tail chunk
     ((2, 32, 16, 3, 3), "goihw", "gOIhw16i16o", "f32", True),
     ((16, 32, 3, 3, 3), "oidhw", "OIdhw16i16o", "f32", True),
     ((64, 32, 3, 3), "oihw", "IOhw16i16o", "f32", True),
@@ -199,7 +199,7 @@ LINE_CASES = [  # dims, src tag, dst tag, dst dtype, a2 expected
     ((32, 48, 5, 5), "OIhw16i16o", "oihw", "bf16", False),  # bf16 lines of 32: 32 i wanted, 16 there
     ((32, 32, 5, 5), "OIhw16i16o", "oihw", "f32", True),     # 25 lines
     ((17, 32, 3, 3), "oihw", "OIhw4i16o4i", "f32", False),   # padded o: tiles of 4 rows
-    ((32, 20, 3, 3), "oihw", "OIhw4i16o4i", "f32", False),   # padded i
+    ((32, 20, 3, 3), "oihw", "OIhw4i16o4i", "f32", True),    # padded i: padding rows (NEAR_PADDED_ROWS)
 ]
 
 
