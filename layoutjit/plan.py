@@ -1139,6 +1139,16 @@ def _short_rows_from_far_rows(ir: LoopIR, a: Node, b: Node, ssz: int, dsz: int) 
             and _transpose_takes_nt(ir, ssz, dsz))
 
 
+#: Columns (destination rows) a transpose's tile takes at most where its destination rows
+#: are 2 KB apart modulo 4 KB, so that they fall on two page offsets only (nchw planes of
+#: 3x112x224 f32): a tile of 32 columns sent 16 NT lines to one offset in a row.
+#: A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), 32 -> 8 columns: s8 -> f32
+#: `ndhwc -> ncdhw` 8x112x3x112x224 2.08 (1.56) -> 1.57 (1.32); planes off that offset
+#: unchanged (8x100x3x56x224 0.65 -> 0.63, `nhwc -> nchw` 64x256x56x56 0.53 -> 0.53).
+#: ``LAYOUTJIT_HALF_PAGE_ROW_COLS=0``: off.
+HALF_PAGE_ROW_COLS = int(os.environ.get("LAYOUTJIT_HALF_PAGE_ROW_COLS", 8))
+
+
 #: Bytes of each destination row a transpose widening into 4-byte elements writes per visit
 #: where its rows are 4 KB or more apart (``_transpose``): ndhwc -> ncdhw s8 -> f32 wrote 128 B (two 16-row
 #: tiles) into each of 112 planes per step, NT lines a sweep apart. A/B on Zen 3 (AVX2),
@@ -1200,6 +1210,9 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         return min(max(1, MAX_TILE_SRC_BYTES // (Rp * ssz)), max(1, regs * vbytes // (Rp * min(ssz, dsz))))
     cap = cap_for(net)
     V = min(V, cap)
+    if (HALF_PAGE_ROW_COLS and not rows_contig and b.strides[0] is not None
+            and (b.strides[0] * dsz) % 4096 == 2048 and _transpose_takes_nt(ir, ssz, dsz)):
+        V = min(V, HALF_PAGE_ROW_COLS)  # (destination rows two 4 KB offsets only: see the constant)
     if BLOCK_TILE_LINES and rows_contig and (R * V * dsz) % 64:
         # Tiles that write whole blocks write R*V contiguous elements: enough columns for
         # whole lines make them NT-capable (nchw -> nhwc C=3 f32 with 32-byte vectors: 3x8

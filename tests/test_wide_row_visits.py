@@ -38,3 +38,16 @@ def test_wide_row_visits_not_taken(nt_everywhere, monkeypatch):
     bf_off = lower_and_plan(M(dims, "s8", "ndhwc"), M(dims, "bf16", "ncdhw"), None)[1]
     assert on.tile.M > off.tile.M, (on.describe(), off.describe())
     assert bf.tile.M == bf_off.tile.M, (bf.describe(), bf_off.describe())
+
+
+def test_half_page_rows_take_few_columns(nt_everywhere, monkeypatch):
+    """Destination planes 2 KB apart modulo 4 KB (512 f32): tiles of at most
+    HALF_PAGE_ROW_COLS columns; exact. Switch off: a vector of s8 columns."""
+    dims = (2, 40, 2, 16, 16)
+    k = lj.compile_reorder(M(dims, "s8", "ndhwc"), M(dims, "f32", "ncdhw"))
+    assert k.plan.nt and k.plan.tile.V == plan_mod.HALF_PAGE_ROW_COLS == 8, k.plan.describe()
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads)
+    monkeypatch.setattr(plan_mod, "HALF_PAGE_ROW_COLS", 0)
+    p = lower_and_plan(M(dims, "s8", "ndhwc"), M(dims, "f32", "ncdhw"), None)[1]
+    assert p.tile.V > 8, p.describe()
