@@ -17,3 +17,14 @@ def nt_everywhere():
     mp.setattr(plan_mod, "NT_MIN_BYTES", 0)
     yield
     mp.undo()
+
+
+@pytest.fixture(params=["plain", "nt"])
+def stores(request, monkeypatch):
+    """Each test twice: with the real store thresholds (small tensors: plain stores) and with
+    NT stores at any size."""
+    if request.param == "nt":
+        import layoutjit.plan as plan_mod
+
+        monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    return request.param

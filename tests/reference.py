@@ -225,3 +225,16 @@ def check_guarded_runs(k, x: np.ndarray, expect: np.ndarray, offsets, counts=(1,
             k(x, y8.view(d.dtype.storage) if off % d.dtype.size == 0 else y8)
             np.testing.assert_array_equal(y8, expect, err_msg=f"{note}offset {off}, {threads} threads")
             assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()
+
+
+def check_exact_at_offsets(k, seed: int, offsets=None) -> None:
+    """Kernel ``k`` on random source bytes against :func:`reorder` of the same, through
+    :func:`check_guarded_runs` at ``offsets`` (default: the destination aligned, two
+    elements past a line, and one element short of the next line)."""
+    s, d = k.src_md, k.dst_md
+    rng = np.random.default_rng(seed)
+    x = random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
+    expect = reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    if offsets is None:
+        offsets = [0, 2 * d.dtype.size, 64 - d.dtype.size]
+    check_guarded_runs(k, x, expect, offsets)

@@ -31,13 +31,6 @@ CASES = [
 ]
 
 
-@pytest.fixture(params=["plain", "nt"])
-def stores(request, monkeypatch):
-    if request.param == "nt":
-        monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
-    return request.param
-
-
 def _long_lines(p) -> bool:
     t = p.tile
     return t is not None and t.kind == "lines" and p.nodes[t.l].extent > 64
