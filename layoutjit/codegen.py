@@ -1238,9 +1238,12 @@ class KernelWriter:
             span = A.extent * W
             self._need_buffer(span)
 
+        def row_expr(a0: int) -> str:  # the row of A where chunk a0 of the group starts
+            return f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
+
         def calls(dep: int, col: str, dshift: str, toff: str, V: int) -> None:
             for a0, R, Rv in gr:
-                aexpr = f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
+                aexpr = row_expr(a0)
                 post = self.ep.vector_ops if Rv else ()
                 fn = self._micro(("cols", R, V, Rv, V, use_nt and (R * dsz) % 64 == 0), post=post)
                 so = f"{offs[1]} + ({aexpr}) * {sA} + {col}"
@@ -1271,14 +1274,16 @@ class KernelWriter:
                 calls(depth, str(start + full * t.V), str(nper * shift), str(full * t.V), tail)
         dB = B.strides[0]
         assert dB is not None
-        for cz in range(vC, wrC):  # written steps of C past its data: zeros
+        for cz in range(vC, wrC):  # written steps of C past its data: zeros, t.V columns a call
             for a0, R, _ in gr:
-                aexpr = f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
-                fz = self._micro(("tile", R, B.extent, 0, 0, use_nt and (R * dsz) % 64 == 0, False))
-                if staged:
-                    w.put(depth, f"{fz}(src, 0, 0, obuf, {(a0 - gr[0][0]) * dA + cz * dC}, {dB})")
-                else:
-                    w.put(depth, f"{fz}(src, 0, 0, dst, {offs[0]} + ({aexpr}) * {dA} + {cz * dC}, {dB})")
+                for b0 in range(0, B.extent, t.V):
+                    Vz = min(t.V, B.extent - b0)
+                    fz = self._micro(("tile", R, Vz, 0, 0, use_nt and (R * dsz) % 64 == 0, False))
+                    at = cz * dC + b0 * dB
+                    if staged:
+                        w.put(depth, f"{fz}(src, 0, 0, obuf, {(a0 - gr[0][0]) * dA + at}, {dB})")
+                    else:
+                        w.put(depth, f"{fz}(src, 0, 0, dst, {offs[0]} + ({row_expr(a0)}) * {dA} + {at}, {dB})")
         if staged:
             q = 64 // dsz
             ddt = str(self.ops[0].dtype)

@@ -810,13 +810,8 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True, allow_cols: bool = 
             and _lines_digits_ok(ir, nodes, nodes[ia2], nodes[ia2], run)):
         # runs back to back on both sides, kept apart by the padding of their dim
         # (_same_place_runs)
-        a = nodes[ia2]
-        unit = Node(1, None, 1, tuple(0 for _ in a.strides))
-        rest = [n for i, n in enumerate(nodes) if i not in (ia, ia2)]
-        k = len(rest)
-        G = min(64 // run_bytes, a.extent)
-        return (ir.with_nodes(rest + [a, unit, run], "choose_tile"),
-                TileSpec("lines", k, k + 1, G, 1, 1, False, k + 2), notes)
+        ir2, spec = _lines_with_unit_column(ir, nodes, ia2, ia, min(64 // run_bytes, nodes[ia2].extent))
+        return ir2, spec, notes
     if run_bytes >= 64:
         rest = [n for i, n in enumerate(nodes) if i != ia]
         V = max(1, 64 // dsz)
@@ -1018,6 +1013,14 @@ def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run
     a = nodes[ia]
     G = 64 // run_bytes
     R = min(a.extent, max(G, PACKED_RUNS))  # the source is dense: whole vectors of it
+    return _lines_with_unit_column(ir, nodes, ia, irun, R)
+
+
+def _lines_with_unit_column(ir: LoopIR, nodes: list[Node], ia: int, irun: int, R: int
+                            ) -> tuple[LoopIR, TileSpec]:
+    """A "lines" plan of the runs of node ``irun`` placed back to back along node ``ia``,
+    with a unit column node (no node B), R runs per call."""
+    a, run = nodes[ia], nodes[irun]
     unit = Node(1, None, 1, tuple(0 for _ in a.strides))
     rest = [n for i, n in enumerate(nodes) if i not in (ia, irun)]
     k = len(rest)
@@ -1323,7 +1326,7 @@ def _lightest_padded(ir: LoopIR, nodes: list[Node], n: Node) -> bool:
         return False
     r = ir.dims[n.dim]
     # (destination padding: a source-only padded C, `AcB4b24a4b -> aCB16b32c`, lost 1.00 -> 1.20)
-    return r.write > r.valid and not any(m.dim == n.dim and m is not n and m.weight < n.extent for m in nodes)
+    return r.write > r.valid and _digit_order_ok(ir, nodes, n)
 
 
 #: Longest table of destination offsets a cols tile may use (elements of one period).
@@ -1445,8 +1448,7 @@ def _padded_line_digit(ir: LoopIR, nodes: list[Node], ia: int, q: int) -> bool:
     r = ir.dims[a.dim]
     # (a dim of one element, `bcda -> Ohwi16o` with O = 1: one data row, no line to share;
     # NEAR_PADDED_ROWS: nearer rows too)
-    ssz = ir.operands[1].dtype.size
-    far = abs(a.strides[1] or 0) * ssz >= 64 or r.valid == 1 or NEAR_PADDED_ROWS
+    far = NEAR_PADDED_ROWS or abs(a.strides[1] or 0) * ir.operands[1].dtype.size >= 64 or r.valid == 1
     return (far and q % a.extent == 0 and a.weight == 1 and r.write % a.extent == 0
             and r.extent % a.extent == 0)
 

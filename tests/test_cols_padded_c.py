@@ -21,6 +21,7 @@ CASES = [
     ((2, 16, 40, 1, 7), "goihw", "gOIhw16i16o", "f32", "f32"),
     ((17, 9, 5, 5), "oihw", "OIhw16i16o", "f32", "f32"),       # o padded too: rows of zeros
     ((32, 20, 3, 3), "oihw", "OIhw16i16o", "s8", "f32"),
+    ((32, 20, 8, 10), "oihw", "OIhw16i16o", "s8", "f32"),     # B = 80 columns: zeros in chunks
 ]
 
 
