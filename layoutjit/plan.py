@@ -104,8 +104,22 @@ def _sysfs_caches() -> list[dict[str, str]]:
     return caches
 
 
+#: The store thresholds read the last-level cache as at most this much (0: no cap).
+LLC_CAP_BYTES = 32 * 1024 * 1024
+
+
 def llc_bytes() -> int:
-    """Size of the last-level cache (sysfs), 32 MiB when unknown."""
+    """The last-level cache the store thresholds are sized from: sysfs's size, at most
+    ``LLC_CAP_BYTES``, 32 MiB when unknown; ``LAYOUTJIT_LLC_BYTES`` overrides it.
+
+    The cap: the thresholds were measured on hosts of 32 MiB of L3 (Zen 3/4/5 guests), and
+    a server's L3 (300 MiB on a 16-vCPU Xeon guest) is shared with every core and tenant.
+    There, uncapped (NT from 100-150 MB), the quick list's 34-72 MB transposes ran with
+    plain stores at 2-7x the copy's time, and a 206 MB one, NT, at 0.76x.
+    """
+    env = os.environ.get("LAYOUTJIT_LLC_BYTES", "").strip()
+    if env:
+        return int(env)
     best = 0
     for info in _sysfs_caches():
         text = info.get("size", "")
@@ -113,7 +127,8 @@ def llc_bytes() -> int:
         num = text[:-1] if text[-1:] in "KMG" else text
         if num.isdigit():
             best = max(best, int(num) * mult)
-    return best or 32 * 1024 * 1024
+    best = best or 32 * 1024 * 1024
+    return min(best, LLC_CAP_BYTES) if LLC_CAP_BYTES else best
 
 
 def l2_set_period() -> int:
@@ -1226,7 +1241,8 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     # Source rows read side by side: a blocked destination (whole blocks written) prefers
     # fewer streams than a full transpose (measured on Zen 5: 16 vs 32).
     streams = READ_STREAMS_BLOCKED if rows_contig else READ_STREAMS
-    if _l2_aliased_rows(ir, a, b, ssz, dsz):
+    l2_aliased = _l2_aliased_rows(ir, a, b, ssz, dsz)
+    if l2_aliased:
         if max(1, ALIASED_L2_STREAMS // R) < streams // R:  # (a tile's own rows stay)
             notes.append(f"source rows a multiple of {L2_SET_PERIOD} B apart (one L2 set): "
                          f"at most {ALIASED_L2_STREAMS} read side by side")
@@ -1244,7 +1260,7 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     # the rest of the planner as it is now, 32x256x56x56 and 64x128x56x56, ratio to copy at
     # 1 thread (2 threads), 64 rows -> 32: 1.15-1.72 -> 1.02-1.35 (1.04-1.76 -> 0.94-1.37)
     # in five runs; bf16 and s8 nchw -> nhwc unchanged. The 32 read streams decide.)
-    if vbytes >= 64 and not rows_contig and V * ssz < 64 <= b.extent * ssz:
+    if vbytes >= 64 and not rows_contig and V * ssz < 64 <= b.extent * ssz and not l2_aliased:
         # tiles that read part of each source line (16-bit: 32 B, 8-bit: 16 B) fetch new
         # lines only every few steps along B; reading 8 KB per step keeps enough misses in
         # flight (16-bit nhwc -> nchw, 51 MB, 1 thread: 64 rows 1.5-1.8x copy, 256 rows
@@ -1254,7 +1270,9 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         # -> 1.01 (1.55 -> 0.76), ab -> ba 2048x2048 1.96 -> 0.95 (1.39 -> 0.89), 8192x4096
         # 1.47 -> 1.01 (1.50 -> 0.83), nchw -> nhwc 32x256x56x56 1.26 -> 0.93 (1.05 ->
         # 0.86), f32 -> bf16 2.43 -> 1.23 (3.07 -> 1.74), bf16 ab -> ba 4096x4096 1.93 ->
-        # 1.61 (2.01 -> 1.28), s8 nhwc -> nchw 1.31 -> 1.10 (0.83 -> 0.80))
+        # 1.61 (2.01 -> 1.28), s8 nhwc -> nchw 1.31 -> 1.10 (0.83 -> 0.80)). Not where the
+        # source rows share one L2 set: there the aliasing cap above holds (8 KB steps of
+        # 32-byte pieces read 256 such rows, in a set of 16 ways).
         M = max(M, min(-(-a.extent // R), PARTIAL_LINE_STEP_BYTES // (R * V * ssz)))
     ic = _cols_node(ir, nodes, ia, ib, vbytes // ssz) if allow_cols and not rows_contig else None
     if ic is not None:
