@@ -77,7 +77,8 @@ from numba.extending import intrinsic
 from . import convert as _cv
 from .dtypes import DataType, as_dtype
 
-__all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "tile", "tile_cols", "tile_rows", "tile_shift",
+__all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "ISA_VECTOR_BYTES", "isa_vector_bytes",
+           "tile", "tile_cols", "tile_rows", "tile_shift",
            "tile_shift_supported",
            "gather", "sfence", "supports",
            "MAX_TILE"]
@@ -90,7 +91,7 @@ MAX_TILE = 64
 MAX_GATHER = 128
 
 
-def host_vector_bytes() -> int:
+def isa_vector_bytes() -> int:
     """64 with avx512f+avx512bw, 32 with avx2, else 16, for the CPU Numba compiles for."""
     if not _cv._is_x86():
         return 16
@@ -102,7 +103,22 @@ def host_vector_bytes() -> int:
     return 16
 
 
+def host_vector_bytes() -> int:
+    """The vector width the kernels are planned for: the CPU's (:func:`isa_vector_bytes`), or
+    ``LAYOUTJIT_VECTOR_BYTES`` (16, 32 or 64). The override plans (tile shapes, store
+    rules) as for another ISA while codegen still emits only what this CPU has, LLVM
+    splitting wider vectors: it runs the AVX-512 plans on an AVX2 host, for their tests."""
+    env = os.environ.get("LAYOUTJIT_VECTOR_BYTES", "").strip()
+    if not env:
+        return isa_vector_bytes()
+    if env not in ("16", "32", "64"):
+        raise ValueError(f"LAYOUTJIT_VECTOR_BYTES must be 16, 32 or 64, not {env!r}")
+    return int(env)
+
+
 #: Vector register width (bytes) of the CPU Numba/LLVM targets (``NUMBA_CPU_FEATURES`` aware).
+ISA_VECTOR_BYTES: int = isa_vector_bytes()
+#: Vector width the plans assume (``LAYOUTJIT_VECTOR_BYTES``, else ``ISA_VECTOR_BYTES``).
 HOST_VECTOR_BYTES: int = host_vector_bytes()
 
 
@@ -682,11 +698,11 @@ def _nt_value(builder: ir.IRBuilder, v: ir.Value) -> ir.Value:
     elem = v.type.element
     ebytes = (elem.width if isinstance(elem, ir.IntType) else
               64 if isinstance(elem, ir.DoubleType) else 32) // 8
-    lanes = max(1, HOST_VECTOR_BYTES // ebytes)  # one register's worth of lanes
+    lanes = max(1, ISA_VECTOR_BYTES // ebytes)  # one register's worth of lanes
     pieces = v.type.count // lanes
     if v.type.count > lanes and (v.type.count % lanes or pieces & (pieces - 1)):
         return v
-    constraint = "=v,0" if HOST_VECTOR_BYTES == 64 else "=x,0"
+    constraint = "=v,0" if ISA_VECTOR_BYTES == 64 else "=x,0"
 
     def barrier(piece: ir.Value) -> ir.Value:
         asm = ir.InlineAsm(ir.FunctionType(piece.type, [piece.type]), "", constraint,
@@ -775,7 +791,7 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
     """
     dsz = d.size
     i64 = soff.type
-    vbytes = 64 if HOST_VECTOR_BYTES >= 64 else 32
+    vbytes = 64 if ISA_VECTOR_BYTES >= 64 else 32
     for r in range(R):
         p = builder.gep(sptr, [builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))], inbounds=True)
         _prefetch(builder, p, SHIFT_PREFETCH_BYTES // s.size, 2 if V * s.size < 64 else 3)
@@ -917,7 +933,7 @@ def tile_shift_supported(dt, dst_dt=None) -> bool:
     d = as_dtype(dt if dst_dt is None else dst_dt)
     if not _cv._is_x86() or not supports(dt, d):
         return False
-    return HOST_VECTOR_BYTES in (32, 64) and d.size in (2, 4)
+    return ISA_VECTOR_BYTES in (32, 64) and d.size in (2, 4)
 
 
 def tile_shift(dt, dst_dt=None, *, V: int | None = None):

@@ -19,6 +19,17 @@ def nt_everywhere():
     mp.undo()
 
 
+@pytest.fixture
+def plans_32(monkeypatch):
+    """Plans for 32-byte vectors (AVX2) on any host, for tests of rules defined at that width
+    (with 64-byte vectors other tiles come first); the kernels run on any x86 host with AVX2,
+    since tiles take the plan's width. Build with ``compiler.build``: ``compile_reorder``'s
+    in-memory cache would hand out or keep kernels of the host's width."""
+    import layoutjit.plan as plan_mod
+
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 32)
+
+
 @pytest.fixture(params=["plain", "nt"])
 def stores(request, monkeypatch):
     """Each test twice: with the real store thresholds (small tensors: plain stores) and with

@@ -393,7 +393,8 @@ def test_plain_loops_vectorise():
         fn(a, out)
         _assert_bits(out, ref_direct("f32", d, a), a, f"loop f32->{d}")
         asm = fn.inspect_asm(fn.signatures[0])
-        reg = "zmm" if "avx512f" in C.target_features() else "ymm"
+        # (LLVM vectorises loops with 256-bit registers on some AVX-512 CPUs: Sapphire Rapids)
+        reg = "[yz]mm" if "avx512f" in C.target_features() else "ymm"
         assert re.search(rf"\bv(psrld|paddd|pandd?|cvttps2dq|rndscaleps|roundps)\b[^\n]*%{reg}",
                          asm), f"f32->{d} loop not vectorised"
         if d == "s8":

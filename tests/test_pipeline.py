@@ -284,7 +284,9 @@ def test_second_run_does_not_compile_or_allocate(monkeypatch, bias):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak - before < 4096, f"{peak - before} bytes allocated during a run"
+    # the smallest buffer of this pipeline is 64 KiB (u8); Python 3.12 with Numba 0.68.0
+    # traced 6.8 KB of small objects in a run
+    assert peak - before < 32768, f"{peak - before} bytes allocated during a run"
     assert np.array_equal(out, y)
     s = p.stats()
     assert [r["calls"] for r in s] == [3, 3, 3]

@@ -403,7 +403,8 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
     ((2, 256, 16, 16), "nhwc", "nchw", "s8", "s8", (4, 2)),  # 8-bit tiles keep their steps (not 1);
     # 32-byte vectors: two 64x8 tiles (two lines of each destination row per visit, 32 KB)
     ((2, 128, 16, 16), "nhwc", "nchw", "bf16", "bf16", (8, 2)),  # 32x8 bf16 tiles: two too
-    ((2, 512, 16, 16), "nhwc", "nchw", "s8", "s8", (4, 1)),  # two would read 64 KB: one
+    ((2, 512, 16, 16), "nhwc", "nchw", "s8", "s8", (0, 1)),  # two would read 64 KB: one;
+    # 64-byte vectors: 64x16 tiles, 4 a group, whose columns are cut in two (split_columns)
     ((3008, 48), "ab", "ba", "f32", "f32", (2, 4)),        # no outer loop: groups are the jobs
     ((2, 512, 30, 30), "nchw", "nhwc", "bf16", "bf16", (2, 1)),  # 128 KB blocks at most: 2 of 8 tiles
     ((1, 128, 48, 48), "nchw", "nhwc", "s8", "s8", 0),     # one tile's rows span 144 KB: left out
@@ -854,7 +855,8 @@ def _exact_into_guarded(k, seed: int, fill: bool = False) -> None:
     ((2, 32, 4, 16, 16), "ncdhw", "ndhwc", 16, 1, 0, True),  # rows of 128 B: one tile of 16
     ((32, 1024), "ab", "ba", 16, 1, 0, True),               # rows of 4 KB into rows of 128 B
     ((1024, 1024), "ab", "ba", 16, 2, 0, False),            # destination rows 4 KB apart too
-    ((2, 256, 31, 32), "nchw", "nhwc", 32, 1, 0, False),    # planes of 3968 B
+    ((2, 256, 31, 32), "nchw", "nhwc", 32, (8, 1), 0, False),  # planes of 3968 B (64-byte
+    # vectors: 32x8 tiles read half lines, 8 KB a step, PARTIAL_LINE_STEP_BYTES)
     ((2, 512, 32, 32), "nchw", "nhwc", 16, 2, 512, True),   # destination rows of 2 KB
     ((2, 128, 32, 32), "nchw", "nhwc", 16, 2, 512, True),   # 512 B
     ((2, 64, 32, 32), "nchw", "nhwc", 16, 1, 0, True),      # 256 B: one tile of 16, no skew
@@ -871,7 +873,7 @@ def test_rows_sharing_an_l2_set_are_read_sixteen_at_a_time(monkeypatch, dims, st
     p = k.plan
     t = p.tile
     assert p.nt and t is not None and t.kind == "transpose", p.describe()
-    assert (t.R, t.M, t.skew) == (R, m, skew), p.describe()
+    assert (t.R, t.M, t.skew) == (R, _by_width(m, p), skew), p.describe()
     assert ("one L2 set" in p.describe()) == aliased, p.describe()
     assert (f"the second {skew} columns ahead" in p.describe()) == bool(skew), p.describe()
     _exact_into_guarded(k, sum(dims))
@@ -880,7 +882,7 @@ def test_rows_sharing_an_l2_set_are_read_sixteen_at_a_time(monkeypatch, dims, st
 @pytest.mark.parametrize("dims, skew_bytes, skew", [
     ((1, 256, 1, 2053), 2048, 512),    # 256 column steps of 8 and a tail of 5
     ((1, 768, 1, 2053), 1 << 20, 1024),  # at most half the columns ahead (whole steps)
-    ((1, 256, 1, 3077), 4000, 1000),   # 1000 columns ahead, in a run of 3072
+    ((1, 256, 1, 3077), 4000, (992, 1000)),  # 1000 columns ahead (992: steps of 16), in a run of 3072
 ])
 def test_skewed_tiles_cover_their_run_once(monkeypatch, dims, skew_bytes, skew):
     """The second tile of a skewed macro tile runs ahead along B within its run of full
@@ -891,7 +893,9 @@ def test_skewed_tiles_cover_their_run_once(monkeypatch, dims, skew_bytes, skew):
     monkeypatch.setattr(plan_mod, "SKEW_BYTES", skew_bytes)
     k = lj.compiler.build(M(dims, "f32", "nchw"), M(dims, "f32", "nhwc"))
     t = k.plan.tile
-    assert t is not None and (t.R, t.M, t.V, t.skew) == (16, 2, 8, skew), k.plan.describe()
+    skew = _by_width(skew, k.plan)
+    assert t is not None and (t.R, t.M, t.V, t.skew) == (16, 2, _by_width((16, 8), k.plan), skew), \
+        k.plan.describe()
     assert f" + {skew}) * " in k.source  # the second tile, ahead of the first
     _exact_into_guarded(k, sum(dims))
 
