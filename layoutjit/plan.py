@@ -27,7 +27,8 @@ Passes, in order (each is a function from IR to IR you can call and print):
 5. ``choose_parallel`` -- the outermost loops (the tile's macro loop included)
    are flattened into one job range split between threads; small problems run
    serially in one call.
-6. Stores: non-temporal above half the LLC (a third for register transposes) when
+6. Stores: non-temporal above half the LLC (read as at most 32 MiB: ``llc_bytes``; a
+   third for register transposes) when
    one thread runs every job (``nt_min_bytes``), and above a threshold per micro-kernel
    kind when the jobs are split between threads (``nt_split_min_bytes``: 3/4 of the LLC
    for register transposes, the LLC for packed runs; the kernel reads its job range,
