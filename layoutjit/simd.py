@@ -227,8 +227,29 @@ class _Gather:
                 if e is not None and e not in self.loc:
                     self.loc[e] = (ri, lane)
 
+    def _zero(self, ri: int) -> bool:
+        v = self.regs[ri].val
+        if not isinstance(v, ir.Constant):
+            return False
+        c = v.constant  # (a vector's: a tuple of element constants)
+        if isinstance(c, (tuple, list)):
+            return all(isinstance(x, ir.Constant) and x.constant in (0, None) for x in c)
+        return c in (0, None)
+
     def __call__(self, want: list) -> _V:
         locs = [self.loc[e] for e in want]
+        elem = self.regs[0].val.type.element
+        if isinstance(elem, ir.IntType) and elem.width < 32 and _cv._is_x86():
+            # 1- and 2-byte lanes from a zero register: taken from any live lane, then
+            # masked by an AND (_keep_lanes: a shuffle with zeros may become SSE4a's extrq)
+            zero = [self._zero(ri) for ri, _ in locs]
+            if any(zero) and not all(zero):
+                live = next(loc for loc, z in zip(locs, zero) if not z)
+                v = self._pick([live if z else loc for loc, z in zip(locs, zero)])
+                return _V(_keep_lanes(self.b, v.val, [not z for z in zero]), tuple(want))
+        return self._pick(locs)
+
+    def _pick(self, locs: list) -> _V:
         srcs = sorted({ri for ri, _ in locs})
         n = len(self.regs[0])
         if len(srcs) == 1:
@@ -558,6 +579,33 @@ class _RowTable:
         self.ptr, self.off = ptr, off
 
 
+def _keep_lanes(builder: ir.IRBuilder, val: ir.Value, keep) -> ir.Value:
+    """``val`` with its lanes from ``keep`` on zeroed (a row read past its data); ``keep``
+    may also be one flag per lane.
+
+    Lanes of 1 and 2 bytes are masked by an AND whose mask LLVM cannot see (an empty inline
+    asm): as a shuffle with zeros, 8-byte pieces were lowered to SSE4a's ``extrq`` on AMD
+    CPUs, which beside 256-bit AVX code took ~110 ns a call on Zen 3 (s8 -> f32 gathers of
+    two 8-byte rows: 3 ns without it).
+    """
+    n = val.type.count
+    elem = val.type.element
+    flags = [j < keep for j in range(n)] if isinstance(keep, int) else list(keep)
+    if isinstance(elem, ir.IntType) and elem.width < 32 and _cv._is_x86():
+        mask = ir.Constant(val.type, [-1 if f else 0 for f in flags])
+        bits = n * elem.width
+        if bits == 128:
+            asm = ir.InlineAsm(ir.FunctionType(val.type, [val.type]), "", "=x,0", side_effect=False)
+            mask = builder.call(asm, [mask])
+        elif bits in (16, 32, 64):  # (no vector register type that small): a general register
+            ity = ir.IntType(bits)
+            asm = ir.InlineAsm(ir.FunctionType(ity, [ity]), "", "=r,0", side_effect=False)
+            mask = builder.bitcast(builder.call(asm, [builder.bitcast(mask, ity)]), val.type)
+        return builder.and_(val, mask)
+    zero = ir.Constant(val.type, None)
+    return builder.shuffle_vector(val, zero, _mask([j if f else n + j for j, f in enumerate(flags)]))
+
+
 def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, V: int, s: DataType,
                d: DataType, Rv: int, Vv: int, vbytes: int, src_rows: tuple | _RowTable | None = None,
                src_over: bool = False, src_overlap: bool = False) -> tuple[_Gather, bool]:
@@ -599,8 +647,8 @@ def _tile_regs(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, *, R: int, 
         elif Vv < P and src_over:
             # the row's next P - Vv elements are readable (a padded block): one whole load,
             # the lanes from Vv on zeroed by a blend (a masked load costs twice the tile)
-            val = builder.load(builder.bitcast(p, ir.VectorType(sty, P).as_pointer()), align=ssz)
-            val = builder.shuffle_vector(val, zero_row, _mask([c if c < Vv else P + c for c in range(P)]))
+            val = _keep_lanes(builder, builder.load(builder.bitcast(p, ir.VectorType(sty, P).as_pointer()),
+                                                    align=ssz), Vv)
         elif Vv < P and Vv & (Vv - 1) and _masked_native(ssz, P * ssz):
             val = _masked_load(builder, p, ir.VectorType(sty, P), Vv, ssz)  # zeros above Vv
         else:
@@ -1196,7 +1244,7 @@ def tile_rows(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int 
 
 def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
                  *, R: int, V: int, s: DataType, d: DataType, Rv: int, nt: bool, vbytes: int,
-                 Vv: int | None = None, dense: bool = False) -> None:
+                 Vv: int | None = None, dense: bool = False, over: bool = False) -> None:
     """Emit one :func:`gather` at the builder's position (pointers are to storage elements).
 
     Element (r, c) has id ``r*V + c``, which is also its destination offset from ``doff``.
@@ -1253,6 +1301,17 @@ def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.
             if r >= Rv or p0 >= Vv:
                 regs.append(_V(ir.Constant(uty, None), ids))
                 continue
+            if p0 + k > Vv and over and not k & (k - 1):
+                # the source's padding follows the row (gather(src_over=True)): the whole
+                # piece in one load, the lanes from Vv on zeroed by a blend
+                if rbase is None:
+                    rbase = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r))) if r \
+                        else soff
+                off = builder.add(rbase, ir.Constant(i64, p0)) if p0 else rbase
+                p = builder.gep(sptr, [off], inbounds=True)
+                val = widen(builder.load(builder.bitcast(p, ir.VectorType(sty, k).as_pointer()), align=ssz), k)
+                regs.append(_V(_keep_lanes(builder, val, Vv - p0), ids))
+                continue
             if p0 + k > Vv:  # the row's data ends inside this piece: zeros hold the rest
                 regs.append(_V(ir.Constant(uty, None),
                                tuple(i if i is not None and i - r * V >= Vv else None for i in ids)))
@@ -1302,9 +1361,9 @@ def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.
 
 @functools.cache
 def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbytes: int,
-                 Vv: int, dense: bool):
+                 Vv: int, dense: bool, over: bool = False):
     s, d = as_dtype(sname), as_dtype(dname)
-    params = dict(R=R, V=V, s=s, d=d, Rv=Rv, nt=nt, vbytes=vbytes, Vv=Vv, dense=dense)
+    params = dict(R=R, V=V, s=s, d=d, Rv=Rv, nt=nt, vbytes=vbytes, Vv=Vv, dense=dense, over=over)
 
     def impl(typingctx, src, soff, sstride, dst, doff):
         _expect_array(src, s, "src", "gather")
@@ -1327,7 +1386,7 @@ def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbyt
         return sig, codegen
 
     name = (f"lj_gather_{R}x{V}_{sname}_{dname}" + (f"_rv{Rv}" if Rv != R else "")
-            + (f"_vv{Vv}" if Vv != V else "") + ("_dense" if dense else "")
+            + (f"_vv{Vv}" if Vv != V else "") + ("_dense" if dense else "") + ("_so" if over else "")
             + ("_nt" if nt else "") + f"_w{vbytes}")
     impl.__name__ = impl.__qualname__ = name
     impl.__module__ = __name__
@@ -1336,7 +1395,8 @@ def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbyt
 
 
 def gather(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | None = None,
-           src_dense: bool = False, nt: bool = False, vbytes: int = HOST_VECTOR_BYTES):
+           src_dense: bool = False, nt: bool = False, vbytes: int = HOST_VECTOR_BYTES,
+           src_over: bool = False):
     """A (memoized) Numba intrinsic ``g(src, soff, sstride, dst, doff)`` packing R source rows
     of V contiguous elements into R*V contiguous destination elements, without a transpose::
 
@@ -1348,7 +1408,11 @@ def gather(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | N
     loads).  Vv < V packs runs with zero padding (nhwc -> nChw8c, C=3: two pixels of 3 values
     and 5 zeros per line).  ``src_dense=True``: the caller guarantees ``sstride == Vv`` (the
     valid parts are back to back), and the Rv*Vv elements are read as whole vectors and
-    placed by shuffles instead of one (masked) load per row.
+    placed by shuffles instead of one (masked) load per row.  ``src_over=True``: the caller
+    promises that each live row's elements up to V exist in memory (the source's padding
+    follows its Vv): a row piece holding the end of the data is read whole (when its lanes
+    are a power of two) and the lanes from Vv on are zeroed, in place of a masked load (f32
+    ``nCdhw16c -> nCdhw8c`` C=3 into u8: masked loads of 3 of 8 lanes ran at 2.2-2.5x copy).
     Conversions are those of :func:`tile` (``convert.vec_convert``).  ``R = 1`` is a vector
     copy of one run (``gather(1, 64 // dst_size, s, d, nt=True)`` writes one full line).
 
@@ -1380,7 +1444,7 @@ def gather(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | N
         raise ValueError(f"gather: non-temporal stores need R*V*dst_size ({R * V * d.size} "
                          f"bytes) to be a multiple of 64")
     return _make_gather(R, V, str.__str__(s), str.__str__(d), Rv, nt, int(vbytes), Vv,
-                        bool(src_dense))
+                        bool(src_dense), bool(src_over) and Vv < V and not src_dense)
 
 
 def supports(src_dt, dst_dt) -> bool:

@@ -1,0 +1,96 @@
+"""Runs packed into lines that read past their data into the source's padding
+(``simd.gather(src_over=True)``), and lines plans whose B steps end past the destination's
+padding (``plan._written_steps``).
+
+``nCdhw16c -> nCdhw8c`` with C=3: each pixel's 8 destination channels come from the first 8
+of a 16-channel source block, 3 of them data. The gather reads the 8 whole (the source's
+padding exists in memory) and zeroes lanes 3-7, in place of a masked load of 3; and the
+calls read 32 B of each 64-byte pixel, so the rule that prefetches rows of one line stays
+off. Every byte is checked against numpy index arithmetic with random bytes in the source's
+padding (which must never reach the destination), destinations at several offsets, 1 and 2
+threads, plain and NT stores.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import layoutjit as lj
+import layoutjit.codegen as cg
+import layoutjit.plan as plan_mod
+import reference as ref
+from layoutjit.compiler import build
+from layoutjit.simd import gather
+from test_convert import ref_direct
+
+M = lj.MemoryDesc
+
+
+@pytest.mark.parametrize("R, V, Vv, sdt, ddt, nt", [
+    (8, 8, 3, "f32", "u8", True),
+    (8, 8, 3, "f32", "u8", False),
+    (4, 8, 5, "f32", "f32", False),
+    (2, 16, 3, "bf16", "bf16", True),
+    (4, 16, 7, "s8", "s8", True),
+    (8, 8, 6, "f32", "bf16", False),
+])
+def test_gather_reads_whole_rows_and_zeroes_past_vv(R, V, Vv, sdt, ddt, nt):
+    import numba
+
+    from layoutjit.dtypes import as_dtype
+
+    s, d = as_dtype(sdt), as_dtype(ddt)
+    g = gather(R, V, sdt, ddt, Rv=R, Vv=Vv, nt=nt, vbytes=32, src_over=True)
+
+    @numba.njit
+    def run(src, soff, sstride, dst, doff):
+        g(src, soff, sstride, dst, doff)
+
+    stride = 2 * V
+    rng = np.random.default_rng(R * V + Vv)
+    src = ref.random_raw(R * stride + 8, sdt, rng).view(s.storage)  # padding: random bytes
+    raw = np.full(R * V * d.size + 192, 0xAB, np.uint8)
+    o = (-raw.ctypes.data) % 64 + 64
+    dst = raw[o:o + R * V * d.size].view(d.storage)
+    run(src, 8, stride, dst, 0)
+    expect = np.zeros(R * V, d.storage)
+    for r in range(R):
+        vals = ref_direct(sdt, ddt, src[8 + r * stride:8 + r * stride + Vv])
+        expect[r * V:r * V + Vv] = vals
+    assert np.array_equal(dst.view(np.uint8), expect.view(np.uint8))
+    assert (raw[:o] == 0xAB).all() and (raw[o + R * V * d.size:] == 0xAB).all()
+
+
+CASES = [
+    ((4, 3, 1, 24, 37), "nCdhw16c", "nCdhw8c", "f32", "u8"),   # 3 of 8: reads 8, keeps 3
+    ((4, 5, 20, 36), "nChw16c", "nChw8c", "f32", "s8"),
+    ((3, 8, 20, 36), "nChw16c", "nChw8c", "f32", "bf16"),      # whole 8: no blend, no prefetch
+    ((2, 21, 12, 20), "nChw16c", "nChw8c", "f32", "u8"),       # 21 of 32: blocks of 8, 8, 5
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
+def test_runs_past_the_destination_padding(stores, monkeypatch, dims, stag, dtag, sdt, ddt):
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 4096)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert p.tile is not None and p.tile.kind == "lines", p.describe()
+    if dims[1] % 8 and dims[1] < 8:
+        assert "src_over=True" in k.source, k.source[:1500]
+    if dims[1] <= 8:
+        assert not p.prefetch, p.describe()  # the calls read half of each 64-byte pixel
+    ref.check_exact_at_offsets(k, sum(dims))
+    monkeypatch.setattr(cg, "SRC_OVER", False)
+    k2 = build(s, d)
+    assert "src_over=True" not in k2.source
+    ref.check_exact_at_offsets(k2, sum(dims) + 1)
+
+
+def test_whole_blocks_keep_their_prefetch():
+    """C=30: both halves of each 16-channel block are read, the rows follow: prefetched."""
+    s, d = M((64, 30, 14, 128, 17), "f32", "nCdhw16c"), M((64, 30, 14, 128, 17), "s8", "nCdhw8c")
+    p = lj.compiler.lower_and_plan(s, d, None)[1]
+    assert p.prefetch, p.describe()
+    assert plan_mod._written_steps(p.ir, p.nodes[p.tile.b]) == p.nodes[p.tile.b].extent
