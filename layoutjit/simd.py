@@ -239,7 +239,7 @@ class _Gather:
     def __call__(self, want: list) -> _V:
         locs = [self.loc[e] for e in want]
         elem = self.regs[0].val.type.element
-        if isinstance(elem, ir.IntType) and elem.width < 32 and _cv._is_x86():
+        if OPAQUE_ZERO_LANES and isinstance(elem, ir.IntType) and elem.width < 32 and _cv._is_x86():
             # 1- and 2-byte lanes from a zero register: taken from any live lane, then
             # masked by an AND (_keep_lanes: a shuffle with zeros may become SSE4a's extrq)
             zero = [self._zero(ri) for ri, _ in locs]
@@ -448,7 +448,7 @@ AVX_MASKED_STORES = os.environ.get("LAYOUTJIT_AVX_MASKED_STORES", "0") == "1"
 def code_switches() -> tuple:
     """The environment switches that shape the micro-kernels' machine code (not visible in
     a kernel's source: ``codegen.runtime_fingerprint`` hashes them into its header)."""
-    return (AVX_MASKED_STORES, DENSE_OVERLAP, OVERLAP_GAP_4, OVERLAP_GAP_2)
+    return (AVX_MASKED_STORES, DENSE_OVERLAP, OVERLAP_GAP_4, OVERLAP_GAP_2, OPAQUE_ZERO_LANES)
 
 
 def _masked_load(builder: ir.IRBuilder, p: ir.Value, vty: ir.VectorType, n: int, esize: int
@@ -579,6 +579,11 @@ class _RowTable:
         self.ptr, self.off = ptr, off
 
 
+#: Zero 1- and 2-byte lanes by an AND with a mask LLVM cannot see (``_keep_lanes``);
+#: ``LAYOUTJIT_OPAQUE_ZERO_LANES=0``: shuffles with zeros, as LLVM likes (for A/B runs).
+OPAQUE_ZERO_LANES = os.environ.get("LAYOUTJIT_OPAQUE_ZERO_LANES", "1") != "0"
+
+
 def _keep_lanes(builder: ir.IRBuilder, val: ir.Value, keep) -> ir.Value:
     """``val`` with its lanes from ``keep`` on zeroed (a row read past its data); ``keep``
     may also be one flag per lane.
@@ -591,7 +596,7 @@ def _keep_lanes(builder: ir.IRBuilder, val: ir.Value, keep) -> ir.Value:
     n = val.type.count
     elem = val.type.element
     flags = [j < keep for j in range(n)] if isinstance(keep, int) else list(keep)
-    if isinstance(elem, ir.IntType) and elem.width < 32 and _cv._is_x86():
+    if OPAQUE_ZERO_LANES and isinstance(elem, ir.IntType) and elem.width < 32 and _cv._is_x86():
         mask = ir.Constant(val.type, [-1 if f else 0 for f in flags])
         bits = n * elem.width
         if bits == 128:
