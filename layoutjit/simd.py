@@ -1306,18 +1306,8 @@ def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.
             if r >= Rv or p0 >= Vv:
                 regs.append(_V(ir.Constant(uty, None), ids))
                 continue
-            if p0 + k > Vv and over and not k & (k - 1):
-                # the source's padding follows the row (gather(src_over=True)): the whole
-                # piece in one load, the lanes from Vv on zeroed by a blend
-                if rbase is None:
-                    rbase = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r))) if r \
-                        else soff
-                off = builder.add(rbase, ir.Constant(i64, p0)) if p0 else rbase
-                p = builder.gep(sptr, [off], inbounds=True)
-                val = widen(builder.load(builder.bitcast(p, ir.VectorType(sty, k).as_pointer()), align=ssz), k)
-                regs.append(_V(_keep_lanes(builder, val, Vv - p0), ids))
-                continue
-            if p0 + k > Vv:  # the row's data ends inside this piece: zeros hold the rest
+            whole = over and not k & (k - 1)
+            if p0 + k > Vv and not whole:  # the row's data ends inside this piece: zeros hold the rest
                 regs.append(_V(ir.Constant(uty, None),
                                tuple(i if i is not None and i - r * V >= Vv else None for i in ids)))
                 k = Vv - p0
@@ -1326,6 +1316,13 @@ def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.
                 rbase = builder.add(soff, builder.mul(sstride, ir.Constant(i64, r))) if r \
                     else soff
             off = builder.add(rbase, ir.Constant(i64, p0)) if p0 else rbase
+            if p0 + k > Vv:
+                # the source's padding follows the row (gather(src_over=True)): the whole
+                # piece in one load, the lanes from Vv on zeroed (_keep_lanes)
+                p = builder.gep(sptr, [off], inbounds=True)
+                val = widen(builder.load(builder.bitcast(p, ir.VectorType(sty, k).as_pointer()), align=ssz), k)
+                regs.append(_V(_keep_lanes(builder, val, Vv - p0), ids))
+                continue
             regs.append(_V(load(off, k), ids))
     gather = _Gather(builder, regs)
 
