@@ -82,10 +82,11 @@ def test_runs_past_the_destination_padding(stores, monkeypatch, dims, stag, dtag
     if dims[1] <= 8:
         assert not p.prefetch, p.describe()  # the calls read half of each 64-byte pixel
     ref.check_exact_at_offsets(k, sum(dims))
-    monkeypatch.setattr(cg, "SRC_OVER", False)
-    k2 = build(s, d)
-    assert "src_over=True" not in k2.source
-    ref.check_exact_at_offsets(k2, sum(dims) + 1)
+    if stores == "nt":  # the masked loads in place of whole rows (LAYOUTJIT_SRC_OVER=0)
+        monkeypatch.setattr(cg, "SRC_OVER", False)
+        k2 = build(s, d)
+        assert "src_over=True" not in k2.source
+        ref.check_exact_at_offsets(k2, sum(dims) + 1)
 
 
 def test_whole_blocks_keep_their_prefetch():
