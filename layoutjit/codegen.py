@@ -1437,13 +1437,20 @@ class KernelWriter:
                         _clamp(-(-(r.write - b) // n.weight), 0, n.extent))
             return self._range_of(n, state)
 
-        def run_range(r: int, c: int) -> tuple[int, int]:
-            """(valid, written) length of the run at row r, column c (zero mode: nothing valid)."""
+        def run_off(r: int, c: int) -> int | None:
+            """Index along L's dim of the run at row r, column c (None: L's dim is not split
+            by the state: its range decides)."""
             bl = base_of(L)
             if bl is None:
+                return None
+            return bl + (r * A.weight if A.dim == L.dim else 0) + (c * B.weight if B.dim == L.dim else 0)
+
+        def run_range(r: int, c: int) -> tuple[int, int]:
+            """(valid, written) length of the run at row r, column c (zero mode: nothing valid)."""
+            off = run_off(r, c)
+            if off is None:
                 v, wr = self._range_of(L, state)
                 return (0 if zero else v), wr
-            off = bl + (r * A.weight if A.dim == L.dim else 0) + (c * B.weight if B.dim == L.dim else 0)
             rr = self.ir.dims[L.dim]  # type: ignore[index]
             wr = _clamp(rr.write - off, 0, L.extent)
             return (0 if zero else _clamp(rr.valid - off, 0, L.extent)), wr
@@ -1451,10 +1458,9 @@ class KernelWriter:
         def run_readable(r: int, c: int) -> int:
             """Elements of the run at row r, column c that exist in the source (its padding
             included): a run of fewer valid ones may be read whole up to there."""
-            bl = base_of(L)
-            if bl is None:
+            off = run_off(r, c)
+            if off is None:
                 return self._readable_of(L, state)
-            off = bl + (r * A.weight if A.dim == L.dim else 0) + (c * B.weight if B.dim == L.dim else 0)
             rr = self.ir.dims[L.dim]  # type: ignore[index]
             return _clamp(max(rr.src_extent, rr.valid) - off, 0, L.extent)
 

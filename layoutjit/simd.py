@@ -591,7 +591,8 @@ def _keep_lanes(builder: ir.IRBuilder, val: ir.Value, keep) -> ir.Value:
     Lanes of 1 and 2 bytes are masked by an AND whose mask LLVM cannot see (an empty inline
     asm): as a shuffle with zeros, 8-byte pieces were lowered to SSE4a's ``extrq`` on AMD
     CPUs, which beside 256-bit AVX code took ~110 ns a call on Zen 3 (s8 -> f32 gathers of
-    two 8-byte rows: 3 ns without it).
+    two 8-byte rows: 3 ns without it). Vectors of other sizes (not 2-16 bytes, a power of two)
+    take a plain AND: no register constraint fits them, and extrq works on 8-byte pieces.
     """
     n = val.type.count
     elem = val.type.element
