@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .ir import LoopIR, Node, Operand
-from .plan import Plan, TileSpec, cols_table, outer_nodes, shift_rows, src_rows, tile_rows
+from .plan import Plan, TileSpec, cols_table, outer_nodes, period_next, shift_rows, src_rows, tile_rows
 from .simd import MAX_TILE, tile_shift_supported
 
 CODEGEN_VERSION = "1"
@@ -1198,6 +1198,11 @@ class KernelWriter:
         else:
             self.w.put(depth, f"for {lv} in range(0, {L}, {R}):")
         d = depth + 1
+        if self.plan.prefetch and not zero:
+            # this line's share of the next period's source block (plan._prefetch_periods)
+            share = -(-R * B.extent * self.ops[1].dtype.size // 64) * 64
+            pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
+            self.w.put(d, f"{pf}(src, {offs[1]} + {period_next(self.ir, t)} + {lv} * {B.extent})")
         for c0 in range(0, wrB, t.V):
             V = min(t.V, wrB - c0)
             Vv = 0 if zero else _clamp(vB - c0, 0, V)

@@ -1,0 +1,74 @@
+"""Line-row transposes that loop over the lines of a period prefetch the next period's
+source block (``plan._prefetch_periods``, ``plan.period_next``), and periods of up to
+``LINE_ROWS_MAX_ROWS`` rows take line rows (11x11 f32 weights: 121 lines).
+
+`OIhw16i16o -> oihw` f32: a period is one 16 i x hw x 16 o block of the source, contiguous,
+the next i-block right after it; each line's call reads a line from 16 rows a step of hw
+apart and prefetches 1 KB (its share) of the next block. The tests check the plans, the
+prefetch in the generated source, and every byte with NT stores forced on small tensors.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+from layoutjit.compiler import build, lower_and_plan
+
+M = lj.MemoryDesc
+
+
+def plan_of(dims, stag, dtag, sdt="f32", ddt="f32"):
+    return lower_and_plan(M(dims, sdt, stag), M(dims, ddt, dtag), None)[1]
+
+
+def test_large_weights_prefetch_the_next_period():
+    p = plan_of((1024, 512, 7, 7), "OIhw16i16o", "oihw")
+    t = p.tile
+    assert p.nt and t.a2 is not None and plan_mod.tile_rows(p.ir, t) == 16 * 49, p.describe()
+    assert p.prefetch and p.prefetch_l2, p.describe()
+    assert p.prefetch_block == 16 * 49 * 16 * 4  # 16 i x 49 hw x 16 o
+    assert plan_mod.period_next(p.ir, t) == 16 * 49 * 16  # the next i-block follows
+    assert "next period's block" in p.describe()
+
+
+def test_long_periods_take_line_rows():
+    """121 lines a period (1936 rows): line rows, prefetched; 15x15 (225 KB blocks) past
+    ``PREFETCH_PERIOD_MAX_BLOCK``: line rows without the prefetch."""
+    p = plan_of((512, 512, 11, 11), "OIhw16i16o", "oihw")
+    assert p.tile.a2 is not None and plan_mod.tile_rows(p.ir, p.tile) == 16 * 121, p.describe()
+    assert p.prefetch, p.describe()
+    p = plan_of((256, 256, 15, 15), "OIhw16i16o", "oihw")
+    assert p.nt and p.tile.a2 is not None and not p.prefetch, p.describe()
+
+
+def test_no_prefetch_in_cache_or_where_the_next_block_is_elsewhere():
+    p = plan_of((32, 32, 7, 7), "OIhw16i16o", "oihw")  # in cache: plain stores
+    assert p.tile.a2 is not None and not p.nt and not p.prefetch, p.describe()
+    # `IOhw16i16o`: the innermost outer loop (i-blocks) steps over all o-blocks' blocks
+    p = plan_of((1024, 512, 7, 7), "IOhw16i16o", "oihw")
+    assert p.nt and p.tile.a2 is not None, p.describe()
+    assert plan_mod.period_next(p.ir, p.tile) == 0 and not p.prefetch, p.describe()
+
+
+CASES = [
+    ((32, 48, 7, 7), "OIhw16i16o", "oihw", "f32", "f32"),      # 3 i-blocks: 49-line periods
+    ((16, 32, 11, 11), "OIhw16i16o", "oihw", "f32", "f32"),    # 121 lines, 1936-row table
+    ((20, 32, 5, 5), "OIhw16i16o", "oihw", "f32", "f32"),      # O padded (20 of 32)
+    ((3, 16, 32, 5, 5), "gOIhw16i16o", "goihw", "f32", "f32"),  # groups outside
+    ((32, 32, 3, 3), "OIhw16i16o", "oihw", "bf16", "f32"),     # widening (32-byte plans:
+]                                                              # 64-byte ones take cols)
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
+def test_period_prefetch_is_exact(nt_everywhere, request, dims, stag, dtag, sdt, ddt):
+    if sdt != ddt:
+        request.getfixturevalue("plans_32")
+    k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
+    p = k.plan
+    assert p.nt and p.tile.a2 is not None and p.prefetch, p.describe()
+    share = 16 * 16 * M(dims, sdt, stag).dtype.size  # 16 rows of 16 o, one line's call
+    assert f"prefetch({-(-share // 64) * 64}, l2_only=True)" in k.source, k.source
+    ref.check_exact_at_offsets(k, sum(dims))
