@@ -477,11 +477,12 @@ class TileSpec:
     l: int | None = None  # noqa: E741 - the run node of kind "lines"
     c: int | None = None  # kind "transpose": node continuing B's source run (see cols_table)
     a2: int | None = None  # kind "transpose": node continuing A's destination line (src_rows)
+    a3: int | None = None  # ... and the node continuing A2's, when A2 is too short (_line_rows_two)
     skew: int = 0  # kind "transpose", M=2: columns of B the second tile runs ahead (skewed_tiles)
 
     @property
     def nodes(self) -> tuple[int, ...]:
-        return tuple(i for i in (self.a, self.b, self.l, self.c, self.a2) if i is not None)
+        return tuple(i for i in (self.a, self.b, self.l, self.c, self.a2, self.a3) if i is not None)
 
 
 @dataclass(frozen=True)
@@ -638,7 +639,8 @@ class Plan:
             assert t.b is not None
             nl = tile_rows(self.ir, t) // t.R
             read = sum(1 for r in src_rows(self.ir, t)[:t.R] if r is not None)
-            lines.append(f"micro-kernel: transpose rows A2={nm(t.a2)} x A={nm(t.a)} ("
+            a3 = f"A3={nm(t.a3)} x " if t.a3 is not None else ""
+            lines.append(f"micro-kernel: transpose rows {a3}A2={nm(t.a2)} x A={nm(t.a)} ("
                          + ("one destination line" if nl == 1
                             else f"{nl} destination lines, a loop of tiles whose row offsets come from one table")
                          + f"), B={nm(t.b)}, src stride 1, by {t.R}x{t.V} register tiles "
@@ -1419,8 +1421,12 @@ def _line_rows(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes:
     if k * a.extent > LINE_ROWS_MAX_ROWS:
         return None
     for i, n in enumerate(nodes):
-        if (i in (ia, ib) or n.strides[0] != a.extent or n.extent % k or n.extent < k
-                or any(s is None for s in n.strides)):
+        if (i in (ia, ib) or n.strides[0] != a.extent or any(s is None for s in n.strides)):
+            continue
+        if n.extent % k or n.extent < k:
+            two = _line_rows_two(ir, nodes, ia, ib, i, k, q, lanes)
+            if two is not None:
+                return two
             continue
         if n.dim is not None and ir.dims[n.dim].guarded:
             return None
@@ -1439,6 +1445,51 @@ def _line_rows(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes:
         spec = TileSpec("transpose", r + 1, r + 2, q, V, 1, False, a2=r)
         return ir.with_nodes(rest + [lo, a, b], "choose_tile"), spec
     return None
+
+
+def _line_rows_two(ir: LoopIR, nodes: list[Node], ia: int, ib: int, i2: int, k: int, q: int,
+                   lanes: int) -> tuple[LoopIR, TileSpec] | None:
+    """Line rows whose period takes A2 whole and part of the node A3 that continues it in the
+    destination (``TileSpec.a3``): A2 alone is too short for a period (bf16 `OIhw16i16o ->
+    oihw` 3x3: a line is 32 elements, so a period needs 32 i, A2 is the block's 16 i, A3 the
+    i-blocks). Rows are A3lo x A2 x A, each read from its own offset (``src_rows``).
+
+    Measured on Zen 3 (AVX2), one process, ratio to copy at 1 thread (2 threads), tiles
+    storing pieces of an hw row (bf16 32x9, s8 cols 9x32) -> line rows (with
+    ``_prefetch_periods``): `OIhw16i16o -> oihw` 1024x1024x3x3 bf16 2.07 -> 1.59, s8 2.37 ->
+    1.27, 1024x512x7x7 bf16 1.96 (1.51) -> 1.06 (1.05), 512x512x7x7 f32 -> bf16 3.25 (2.52)
+    -> 1.68 (1.94), 1024x1024x3x3 f32 -> bf16 2.54 (2.13) -> 2.29 (1.56), 1024x512x5x5 f32
+    -> bf16 2.38 (2.61) -> 1.52 (1.68); `OIhw8i8o -> oihw` f32 -> s8 512x512x7x7 2.42 (2.02)
+    -> 1.67 (1.69), f32 512x512x7x7 2.5 (2.4) -> 1.0 (0.95). Equal: f32 -> s8 `OIhw16i16o ->
+    oihw` 512x512x7x7 (2.1-2.3 / 1.9, its 200 KB periods prefetched only from
+    ``PREFETCH_PERIOD_MAX_BLOCK`` 256 KB: 1.9 (1.7)), kernels bound by the conversion."""
+    a, b, n = nodes[ia], nodes[ib], nodes[i2]
+    if not LINE_ROWS_TWO or k % n.extent or (a.dim is not None and ir.dims[a.dim].guarded):
+        return None
+    k3 = k // n.extent
+    for i3, m in enumerate(nodes):
+        if (i3 in (ia, ib, i2) or m.strides[0] != a.extent * n.extent or m.extent % k3
+                or any(s is None for s in m.strides)):
+            continue
+        if any(x.dim is not None and ir.dims[x.dim].guarded for x in (n, m)):
+            return None
+        lo = Node(k3, m.dim, m.weight, m.strides)
+        hi = Node(m.extent // k3, m.dim, m.weight * k3, tuple(None if s is None else s * k3 for s in m.strides))
+        rest: list[Node] = []
+        for j, x in enumerate(nodes):
+            if j == i3:
+                if hi.extent > 1:
+                    rest.append(hi)
+            elif j not in (ia, ib, i2):
+                rest.append(x)
+        r = len(rest)
+        spec = TileSpec("transpose", r + 2, r + 3, q, min(b.extent, lanes), 1, False, a2=r + 1, a3=r)
+        return ir.with_nodes(rest + [lo, n, a, b], "choose_tile"), spec
+    return None
+
+
+#: Line rows over two destination nodes (``_line_rows_two``).
+LINE_ROWS_TWO = os.environ.get("LAYOUTJIT_LINE_ROWS_TWO", "1") != "0"
 
 
 def _padded_line_digit(ir: LoopIR, nodes: list[Node], ia: int, q: int) -> bool:
@@ -1500,7 +1551,8 @@ LINE_ROWS_MAX_ROWS = 4096
 def tile_rows(ir: LoopIR, tile: TileSpec) -> int:
     """Rows the tile's A covers: A's extent, or A2lo x A for an ``a2`` transpose (one period)."""
     a = ir.nodes[tile.a]
-    return a.extent * (ir.nodes[tile.a2].extent if tile.a2 is not None else 1)
+    a2 = ir.nodes[tile.a2].extent if tile.a2 is not None else 1
+    return a.extent * a2 * (ir.nodes[tile.a3].extent if tile.a3 is not None else 1)
 
 
 def src_rows(ir: LoopIR, tile: TileSpec, valid: int | None = None) -> tuple[int | None, ...]:
@@ -1511,11 +1563,13 @@ def src_rows(ir: LoopIR, tile: TileSpec, valid: int | None = None) -> tuple[int 
     other digit; the codegen passes what each state of the outer digits leaves)."""
     assert tile.a2 is not None
     a, a2 = ir.nodes[tile.a], ir.nodes[tile.a2]
-    assert a.strides[1] is not None and a2.strides[1] is not None
+    s3 = ir.nodes[tile.a3].strides[1] if tile.a3 is not None else 0
+    assert a.strides[1] is not None and a2.strides[1] is not None and s3 is not None
     if valid is None:
         valid = ir.dims[a.dim].valid if a.dim is not None else a.extent
     return tuple(None if r % a.extent >= valid
-                 else (r // a.extent) * a2.strides[1] + (r % a.extent) * a.strides[1]
+                 else ((r // a.extent) % a2.extent * a2.strides[1] + (r // a.extent // a2.extent) * s3
+                       + (r % a.extent) * a.strides[1])
                  for r in range(tile_rows(ir, tile)))
 
 
@@ -1690,7 +1744,8 @@ def _tile_moved_in(tile: TileSpec, at: int) -> TileSpec:
     """``tile`` after a node was inserted at index ``at``: its nodes from there move in by one."""
     def f(x: int | None) -> int | None:
         return x + 1 if x is not None and x >= at else x
-    return replace(tile, a=tile.a + (tile.a >= at), b=f(tile.b), l=f(tile.l), c=f(tile.c), a2=f(tile.a2))
+    return replace(tile, a=tile.a + (tile.a >= at), b=f(tile.b), l=f(tile.l), c=f(tile.c), a2=f(tile.a2),
+                   a3=f(tile.a3))
 
 
 def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
@@ -2629,7 +2684,8 @@ def period_next(ir: LoopIR, tile: TileSpec) -> int:
     for 7x7), contiguous, and the next i-block follows it."""
     if tile.kind != "transpose" or tile.a2 is None or tile.b is None:
         return 0
-    parts = sorted((ir.nodes[i].strides[1], ir.nodes[i].extent) for i in (tile.a2, tile.a, tile.b))
+    parts = sorted((ir.nodes[i].strides[1], ir.nodes[i].extent)
+                   for i in (tile.a3, tile.a2, tile.a, tile.b) if i is not None)
     size = 1
     for stride, extent in parts:
         if stride != size:
@@ -2658,10 +2714,11 @@ def _prefetch_periods(ir: LoopIR, tile: TileSpec) -> bool:
     return block <= PREFETCH_PERIOD_MAX_BLOCK
 
 
-#: Largest period block that ``_prefetch_periods`` fetches ahead: this one and the next
-#: within 3/4 of a 512 KB L2. `OIhw16i16o -> oihw` 256x512x13x13 (173 KB), ratio to copy at
-#: 1 thread (2 threads), without -> with: 1.24 (1.06) -> 1.03 (0.94).
-PREFETCH_PERIOD_MAX_BLOCK = 192 * 1024
+#: Largest period block that ``_prefetch_periods`` fetches ahead (this one and the next fill
+#: a 512 KB L2). `OIhw16i16o -> oihw` 256x512x13x13 f32 (173 KB), ratio to copy at 1 thread
+#: (2 threads), without -> with: 1.24 (1.06) -> 1.03 (0.94); f32 -> s8 512x512x7x7 (200 KB)
+#: 2.20 (1.82) -> 1.92 (1.69); 320 KB measured the same on both.
+PREFETCH_PERIOD_MAX_BLOCK = 256 * 1024
 
 
 def _written_steps(ir: LoopIR, n: Node) -> int:

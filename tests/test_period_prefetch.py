@@ -34,14 +34,19 @@ def test_large_weights_prefetch_the_next_period():
     assert "next period's block" in p.describe()
 
 
-def test_long_periods_take_line_rows():
-    """121 lines a period (1936 rows): line rows, prefetched; 15x15 (225 KB blocks) past
-    ``PREFETCH_PERIOD_MAX_BLOCK``: line rows without the prefetch."""
+def test_long_periods_take_line_rows(plans_32, monkeypatch):
+    """121 lines a period (1936 rows): line rows, prefetched; f32 -> s8 7x9 (64 i x 63 hw
+    rows of 64 B: 252 KB blocks): line rows over two nodes, prefetched up to
+    ``PREFETCH_PERIOD_MAX_BLOCK`` (256 KB), not past it."""
     p = plan_of((512, 512, 11, 11), "OIhw16i16o", "oihw")
     assert p.tile.a2 is not None and plan_mod.tile_rows(p.ir, p.tile) == 16 * 121, p.describe()
     assert p.prefetch, p.describe()
-    p = plan_of((256, 256, 15, 15), "OIhw16i16o", "oihw")
-    assert p.nt and p.tile.a2 is not None and not p.prefetch, p.describe()
+    p = plan_of((256, 256, 7, 9), "OIhw16i16o", "oihw", "f32", "s8")
+    assert p.nt and p.tile.a3 is not None and plan_mod.tile_rows(p.ir, p.tile) == 64 * 63, p.describe()
+    assert p.prefetch and p.prefetch_block == 64 * 63 * 64, p.describe()
+    monkeypatch.setattr(plan_mod, "PREFETCH_PERIOD_MAX_BLOCK", 192 * 1024)
+    p = plan_of((256, 256, 7, 9), "OIhw16i16o", "oihw", "f32", "s8")
+    assert p.nt and p.tile.a3 is not None and not p.prefetch, p.describe()
 
 
 def test_no_prefetch_in_cache_or_where_the_next_block_is_elsewhere():
