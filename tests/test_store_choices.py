@@ -714,6 +714,9 @@ def test_rows_sharing_an_l1_set_take_eight_row_tiles(dims, stag, dtag, dt, l1):
     ((3, 48, 32, 32), "nChw8c", "nchw", "f32", "f32", 0),       # blocks of 8: measured no gain
     ((2, 96, 32, 32), "nhwc", "nchw", "f32", "f32", 0),         # B longer than a line: none
     ((3, 48, 30, 30), "nChw16c", "nchw", "f32", "f32", 0),      # planes 3600 B apart: none
+    ((3, 48, 16, 32), "nChw16c", "nchw", "f32", "f32", 256),    # 2 KB apart (half a page)
+    ((2, 32, 32, 32), "nChw16c", "nchw", "bf16", "bf16", 512),  # ... 2-byte elements
+    ((512, 32, 2, 2), "OIhw16o16i", "hwio", "f32", "f32", 0),   # half a page, a line per row
     ((4, 1024, 7, 7), "nchw", "nhwc", "f32", "f32", 256),       # near rows (4 KB), 49 of them
     ((4, 2048, 7, 7), "nchw", "nhwc", "bf16", "bf16", 512),     # near rows of 2-byte elements
     ((4, 4096, 3, 7), "nchw", "nhwc", "f32", "f32", 0),         # rows 16 KB apart: none
