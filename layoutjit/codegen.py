@@ -1118,6 +1118,15 @@ class KernelWriter:
                 self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
                                  f"({cexpr}) * {G} + ({rel}) * {V})")
             rows = line_rows[a0:a0 + R] if line_rows is not None else None
+            ahead = self.plan.row_prefetch
+            if rows is not None and ahead and Rv and Vv and stage is None:
+                # each row's line that an outer loop's next step reads (row_continuation):
+                # the line of the step's last element (steps shorter than a line end in
+                # every line of the row)
+                pfr = self._micro(("prefetch", 64, False))
+                for r in rows:
+                    if r is not None:
+                        self.w.put(dep3, f"{pfr}(src, {so} + {r + ahead + Vv - 1})")
             if stage is not None:
                 ps = self._stage_pitch()
                 self._emit_transpose(dep3, so, f"sto + ({aexpr}) - {stage} + ({cexpr}) * {ps}", sA,
