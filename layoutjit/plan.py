@@ -2717,8 +2717,8 @@ def row_continuation(ir: LoopIR, tile: TileSpec) -> int:
     of the 4-i loop continues; o's loops between them keep 16 such rows in flight, which the
     hardware prefetchers follow slowly. Each tile call prefetches the line of every row it
     reads, that far ahead. Zen 3 (AVX2), one process, ratio to copy at 1 thread (2
-    threads), without -> with: 1.46 (1.40) -> 1.15 (1.06); 4 KB ahead (the next i-block)
-    1.27 (1.10), to L2 only 1.22 (1.10).
+    threads), without -> with: 1.62 (1.33) -> 1.21 (1.11); a first probe: 1.46 (1.40) ->
+    1.15 (1.06), 4 KB ahead (the next i-block) 1.27 (1.10), to L2 only 1.22 (1.10).
     """
     if (tile.kind != "transpose" or tile.a2 is None or tile.b is None or len(ir.operands) != 2
             or tile_rows(ir, tile) > tile.R):
