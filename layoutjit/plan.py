@@ -2778,9 +2778,10 @@ def _prefetch_periods(ir: LoopIR, tile: TileSpec) -> bool:
     Each line's call prefetches its share of the next period's block, in order, to L2
     (``Plan.prefetch_l2``). Measured on Zen 3 (AVX2), one process, ratio to copy at 1 thread
     (2 threads), without -> with: `OIhw16i16o -> oihw` 1024x512x7x7 1.41 (0.97) -> 0.96
-    (0.69), 1024x1024x3x3 1.67 (1.60) -> 1.13 (1.09), 512x512x11x11 (``LINE_ROWS_MAX_ROWS``
-    256) 1.21 (1.03) -> 0.97 (0.91); `gOIhw16i16o -> goihw` 32x128x128x5x5 1.72 (1.32) ->
-    0.98 (0.87). To all levels: 1.26 (1.03), 0.96 (0.76), 1.08 (1.23), 1.01 (0.81).
+    (0.69), 1024x1024x3x3 1.67 (1.60) -> 1.13 (1.09), 512x512x11x11 (line rows since
+    ``LINE_ROWS_MAX_ROWS``) 1.21 (1.03) -> 0.97 (0.91); `gOIhw16i16o -> goihw`
+    32x128x128x5x5 1.72 (1.32) -> 0.98 (0.87). To all levels: 1.26 (1.03), 0.96 (0.76),
+    1.08 (1.23), 1.01 (0.81).
     """
     if tile.a2 is None or tile_rows(ir, tile) <= tile.R or not period_next(ir, tile):
         return False

@@ -1,11 +1,17 @@
-"""Line-row transposes that loop over the lines of a period prefetch the next period's
-source block (``plan._prefetch_periods``, ``plan.period_next``), and periods of up to
-``LINE_ROWS_MAX_ROWS`` rows take line rows (11x11 f32 weights: 121 lines).
+"""Software prefetch in line-row transposes (``TileSpec.a2``).
 
-`OIhw16i16o -> oihw` f32: a period is one 16 i x hw x 16 o block of the source, contiguous,
-the next i-block right after it; each line's call reads a line from 16 rows a step of hw
-apart and prefetches 1 KB (its share) of the next block. The tests check the plans, the
-prefetch in the generated source, and every byte with NT stores forced on small tensors.
+- Tiles that loop over the lines of a period prefetch the next period's source block
+  (``plan._prefetch_periods``, ``plan.period_next``), and periods of up to
+  ``LINE_ROWS_MAX_ROWS`` rows take line rows (11x11 f32 weights: 121 lines). `OIhw16i16o
+  -> oihw` f32: a period is one 16 i x hw x 16 o block of the source, contiguous, the next
+  i-block right after it; each line's call reads a line from 16 rows a step of hw apart and
+  prefetches 1 KB (its share) of the next block.
+- One-line tiles prefetch the continuation of their source rows (``plan.row_continuation``,
+  ``Plan.row_prefetch``). f32 `oihw -> OIhw4i16o4i`: a tile's 16 rows are 4 o x 4 i, the 4 i
+  of an o one run of 4 x hw elements that the next step of the 4-i loop continues.
+
+The tests check the plans, the prefetches in the generated source, and every byte with NT
+stores forced on small tensors.
 """
 
 from __future__ import annotations
@@ -58,7 +64,31 @@ def test_no_prefetch_in_cache_or_where_the_next_block_is_elsewhere():
     assert plan_mod.period_next(p.ir, p.tile) == 0 and not p.prefetch, p.describe()
 
 
-CASES = [
+def test_rows_prefetch_their_continuation():
+    p = plan_of((1024, 256, 8, 8), "oihw", "OIhw4i16o4i")
+    t = p.tile
+    assert p.nt and t.a2 is not None and plan_mod.tile_rows(p.ir, t) == t.R, p.describe()
+    assert p.row_prefetch == 4 * 64, p.describe()  # 4 i x 64 hw: the next 4-i step
+    assert "elements ahead" in p.describe()
+
+
+def test_no_row_prefetch_in_cache_or_switched_off(monkeypatch):
+    p = plan_of((32, 32, 8, 8), "oihw", "OIhw4i16o4i")
+    assert p.tile.a2 is not None and not p.nt and p.row_prefetch == 0, p.describe()
+    # f32 -> s8: 64 rows (16 o x 4 i), the 4-i loop innermost: the next tile reads the lines
+    p = plan_of((4096, 1000, 3, 3), "oihw", "OIhw4i16o4i", "f32", "s8")
+    assert p.nt and p.tile.a2 is not None and p.row_prefetch == 0, p.describe()
+    assert plan_mod.outer_nodes(p.ir, p.tile)[-1] == 2 and p.ir.nodes[2].strides[1] == 4 * 9
+    # rows continued only by an outer loop far out (6.5 MB of reads between)
+    p = plan_of((8, 100, 128, 100), "hwio", "nChw8c")
+    assert p.nt and p.tile.a2 is not None and p.row_prefetch == 0, p.describe()
+    monkeypatch.setattr(plan_mod, "ROW_PREFETCH", False)
+    p = plan_of((1024, 256, 8, 8), "oihw", "OIhw4i16o4i")
+    assert p.nt and p.row_prefetch == 0, p.describe()
+
+
+# (nt_everywhere patches the module from its first use on: the plan tests come first)
+PERIOD_CASES = [
     ((32, 48, 7, 7), "OIhw16i16o", "oihw", "f32", "f32"),      # 3 i-blocks: 49-line periods
     ((16, 32, 11, 11), "OIhw16i16o", "oihw", "f32", "f32"),    # 121 lines, 1936-row table
     ((20, 32, 5, 5), "OIhw16i16o", "oihw", "f32", "f32"),      # O padded (20 of 32)
@@ -67,7 +97,7 @@ CASES = [
 ]                                                              # 64-byte ones take cols)
 
 
-@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", PERIOD_CASES)
 def test_period_prefetch_is_exact(nt_everywhere, request, dims, stag, dtag, sdt, ddt):
     if sdt != ddt:
         request.getfixturevalue("plans_32")
@@ -76,4 +106,24 @@ def test_period_prefetch_is_exact(nt_everywhere, request, dims, stag, dtag, sdt,
     assert p.nt and p.tile.a2 is not None and p.prefetch, p.describe()
     share = 16 * 16 * M(dims, sdt, stag).dtype.size  # 16 rows of 16 o, one line's call
     assert f"prefetch({-(-share // 64) * 64}, l2_only=True)" in k.source, k.source
+    ref.check_exact_at_offsets(k, sum(dims))
+
+
+ROW_CASES = [
+    ((64, 48, 8, 8), "oihw", "OIhw4i16o4i", "f32", "f32"),
+    ((32, 20, 5, 5), "oihw", "OIhw4i16o4i", "bf16", "f32"),       # i padded (20 of 32)
+    ((2, 32, 64, 7, 5), "goihw", "gOIhw4i16o4i", "bf16", "bf16"),
+    ((32, 64, 11, 11), "oihw", "OIhw16o16i", "f32", "s8"),       # 64 rows of 121, 4 o x 16 i
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", ROW_CASES)
+def test_row_prefetch_is_exact(plans_32, nt_everywhere, dims, stag, dtag, sdt, ddt):
+    k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
+    p = k.plan
+    assert p.nt and p.tile.a2 is not None and p.row_prefetch, p.describe()
+    assert "prefetch(64)" in k.source, k.source
+    # row 0's line at the first step's last element, one continuation ahead
+    v = min(p.tile.V, p.ir.nodes[p.tile.b].extent)
+    assert f"+ {p.row_prefetch + v - 1})" in k.source, k.source
     ref.check_exact_at_offsets(k, sum(dims))
