@@ -121,6 +121,11 @@ class _Writer:
         return f"{prefix}{self.counter}"
 
 
+def _whole_lines(nbytes: int) -> int:
+    """Bytes of the whole 64-byte lines that cover ``nbytes`` (a prefetch share)."""
+    return -(-nbytes // 64) * 64
+
+
 def _clamp(x: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, x))
 
@@ -445,7 +450,7 @@ class KernelWriter:
         if p.prefetch:
             # this block's share of the next group's source block (shift_prefetch)
             ssz = self.ops[1].dtype.size
-            share = -(-G * sA * ssz // nbb // 64) * 64
+            share = _whole_lines(-(-G * sA * ssz // nbb))
             pf = self._micro(("prefetch", share, p.prefetch_l2))
             w.put(d, f"{pf}(src, so + (a0 + {G}) * {sA} + jb * {share // ssz})")
         if ng > 2 and nfull and G == q == t.R and tile_shift_supported(sdt, ddt):
@@ -597,7 +602,7 @@ class KernelWriter:
         if self.plan.prefetch:
             # this job's share of the next outer index's source block (panel_prefetch)
             ssz = self.ops[1].dtype.size
-            share = min(16384, -(-A.extent * sA * ssz // nbb // 64) * 64)
+            share = min(16384, _whole_lines(-(-A.extent * sA * ssz // nbb)))
             pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
             w.put(d, f"{pf}(src, so + {self.ir.nodes[outer[-1]].strides[1]} + jb * {share // ssz})")
         fill(d, "stage")
@@ -660,7 +665,7 @@ class KernelWriter:
             # outer index's source block (panel_prefetch), in order
             ssz = self.ops[1].dtype.size
             calls = -(-A.extent // t.R) * pb
-            share = min(16384, max(64, -(-A.extent * B.extent * ssz // calls // 64) * 64))
+            share = min(16384, max(64, _whole_lines(-(-A.extent * B.extent * ssz // calls))))
             pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
             pf_step = share // ssz
             pf_next = self.ir.nodes[outer[-1]].strides[1]
@@ -1113,7 +1118,7 @@ class KernelWriter:
                 # at its position in the group's (column step, row tile) order
                 G = t.M * t.R
                 rel = f"{a0 - gr[0][0]}" + (f" + {av}" if av else "")
-                pf = self._micro(("prefetch", -(-R * V * self.ops[1].dtype.size // 64) * 64,
+                pf = self._micro(("prefetch", _whole_lines(R * V * self.ops[1].dtype.size),
                                   self.plan.prefetch_l2))
                 self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
                                  f"({cexpr}) * {G} + ({rel}) * {V})")
@@ -1209,7 +1214,7 @@ class KernelWriter:
         d = depth + 1
         if self.plan.prefetch and not zero:
             # this line's share of the next period's source block (plan._prefetch_periods)
-            share = -(-R * B.extent * self.ops[1].dtype.size // 64) * 64
+            share = _whole_lines(R * B.extent * self.ops[1].dtype.size)
             pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
             self.w.put(d, f"{pf}(src, {offs[1]} + {period_next(self.ir, t)} + {lv} * {B.extent})")
         for c0 in range(0, wrB, t.V):
@@ -1635,7 +1640,7 @@ class KernelWriter:
                 if self.plan.prefetch and any(v for v, _ in lens):
                     # this call's share of the next group's source block (R runs)
                     G = t.M * t.R
-                    pf = self._micro(("prefetch", -(-R * L.extent * self.ops[1].dtype.size // 64) * 64,
+                    pf = self._micro(("prefetch", _whole_lines(R * L.extent * self.ops[1].dtype.size),
                                           self.plan.prefetch_l2))
                     gb = base if base != "0" else str(first_row)
                     self.w.put(d2, f"{pf}(src, {offs[1]} + ({gb} + {G}) * {sA} + ({cexpr}) * {G * L.extent}"

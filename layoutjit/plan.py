@@ -1442,21 +1442,27 @@ def _line_rows(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes:
             continue
         if n.dim is not None and ir.dims[n.dim].guarded:
             return None
-        lo = Node(k, n.dim, n.weight, n.strides)
-        hi = Node(n.extent // k, n.dim, n.weight * k,
-                  tuple(None if s is None else s * k for s in n.strides))
-        rest: list[Node] = []
-        for j, m in enumerate(nodes):
-            if j == i:
-                if hi.extent > 1:
-                    rest.append(hi)
-            elif j not in (ia, ib):
-                rest.append(m)
-        V = min(b.extent, lanes)
+        lo, rest = _split_lightest(nodes, i, k, (ia, ib))
         r = len(rest)
-        spec = TileSpec("transpose", r + 1, r + 2, q, V, 1, False, a2=r)
+        spec = TileSpec("transpose", r + 1, r + 2, q, min(b.extent, lanes), 1, False, a2=r)
         return ir.with_nodes(rest + [lo, a, b], "choose_tile"), spec
     return None
+
+
+def _split_lightest(nodes: list[Node], i: int, k: int, leave: tuple[int, ...]) -> tuple[Node, list[Node]]:
+    """Node i cut into its k lightest steps (returned) and the rest, which keeps i's place
+    among the other nodes (those in ``leave`` left out; the rest dropped if one step)."""
+    n = nodes[i]
+    lo = Node(k, n.dim, n.weight, n.strides)
+    hi = Node(n.extent // k, n.dim, n.weight * k, tuple(None if s is None else s * k for s in n.strides))
+    rest: list[Node] = []
+    for j, m in enumerate(nodes):
+        if j == i:
+            if hi.extent > 1:
+                rest.append(hi)
+        elif j not in leave:
+            rest.append(m)
+    return lo, rest
 
 
 def _line_rows_two(ir: LoopIR, nodes: list[Node], ia: int, ib: int, i2: int, k: int, q: int,
@@ -1485,15 +1491,7 @@ def _line_rows_two(ir: LoopIR, nodes: list[Node], ia: int, ib: int, i2: int, k: 
             continue
         if any(x.dim is not None and ir.dims[x.dim].guarded for x in (n, m)):
             return None
-        lo = Node(k3, m.dim, m.weight, m.strides)
-        hi = Node(m.extent // k3, m.dim, m.weight * k3, tuple(None if s is None else s * k3 for s in m.strides))
-        rest: list[Node] = []
-        for j, x in enumerate(nodes):
-            if j == i3:
-                if hi.extent > 1:
-                    rest.append(hi)
-            elif j not in (ia, ib, i2):
-                rest.append(x)
+        lo, rest = _split_lightest(nodes, i3, k3, (ia, ib, i2))
         r = len(rest)
         spec = TileSpec("transpose", r + 2, r + 3, q, min(b.extent, lanes), 1, False, a2=r + 1, a3=r)
         return ir.with_nodes(rest + [lo, n, a, b], "choose_tile"), spec
