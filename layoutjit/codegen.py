@@ -1011,9 +1011,10 @@ class KernelWriter:
             if tile_rows(self.ir, t) > t.R:
                 self._period_lines(depth, offs, state, nt, group_var, zero)
                 return
-            # a padded A (plan._padded_line_digit): its rows past the data in this state
-            # are padding rows, zeros in the registers
-            line_rows = src_rows(self.ir, t, valid=self._range_of(A, state)[0])
+            # a padded A (plan._padded_line_digit) or A2 (plan._padded_line_steps): its
+            # rows past the data in this state are padding rows, zeros in the registers
+            line_rows = src_rows(self.ir, t, valid=self._range_of(A, state)[0],
+                                 valid2=self._range_of(self.ir.nodes[t.a2], state)[0])
             A = Node(tile_rows(self.ir, t), None, 1, (1, 0))
         vA, wrA = self._range_of(A, state)
         vB, wrB = self._range_of(B, state)

@@ -81,7 +81,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .dtypes import DataType
-from .ir import LoopIR, Node
+from .ir import DimRange, LoopIR, Node
 
 # Problems moving fewer bytes than this run in one serial call (no thread launch).
 PARALLEL_MIN_BYTES = int(os.environ.get("LAYOUTJIT_PARALLEL_MIN_BYTES", 256 * 1024))
@@ -1409,7 +1409,8 @@ def _line_rows(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes:
     (destination stride A.extent), it is split so that k = line / A.extent of its
     steps join the rows: R = one line of rows (A2lo x A), each read from its own
     source offset, every column stored as one whole (NT-capable) line. Only for src
-    and dst alone, with A and A2 unpadded.
+    and dst alone; a padded A or A2 where its padding rows fill whole lines or are zeros
+    in the registers (``_padded_line_digit``, ``_padded_line_steps``).
 
     When A is not a whole number of lines (OIhw16i16o -> oihw: 9 hw, f32 lines of 16),
     the rows repeat their pattern every lcm(line, A) elements: A2lo takes that many A's
@@ -1440,13 +1441,22 @@ def _line_rows(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes:
             if two is not None:
                 return two
             continue
-        if n.dim is not None and ir.dims[n.dim].guarded:
+        if n.dim is not None and ir.dims[n.dim].guarded and not (
+                PADDED_LINE_ROWS and _padded_line_steps(ir.dims[n.dim], n, k, k * a.extent == q)):
             return None
         lo, rest = _split_lightest(nodes, i, k, (ia, ib))
         r = len(rest)
         spec = TileSpec("transpose", r + 1, r + 2, q, min(b.extent, lanes), 1, False, a2=r)
         return ir.with_nodes(rest + [lo, a, b], "choose_tile"), spec
     return None
+
+
+def _padded_line_steps(r: DimRange, a2: Node, k: int, one_line: bool) -> bool:
+    """Whether a padded A2 (its dim's lightest digit) can give k steps to line rows: the
+    destination's written end falls on whole lines, and so does the data's end, or a period
+    is one line, whose steps past the data are padding rows (``src_rows`` None, zeros in the
+    registers; the codegen passes each state's data steps). Lines are never cut."""
+    return a2.weight == 1 and r.write % k == 0 and (r.valid % k == 0 or one_line)
 
 
 def _split_lightest(nodes: list[Node], i: int, k: int, leave: tuple[int, ...]) -> tuple[Node, list[Node]]:
@@ -1549,6 +1559,16 @@ def _padded_line_digit(ir: LoopIR, nodes: list[Node], ia: int, q: int) -> bool:
 #: 1.61 (0.98).
 NEAR_PADDED_ROWS = os.environ.get("LAYOUTJIT_NEAR_PADDED_ROWS", "1") != "0"
 
+#: Line rows whose A2 is padded (``_padded_line_steps``), in place of 4x8 tiles storing
+#: 16-byte pieces. A/B on Zen 3 (AVX2), one process, ratio to copy at 1 thread (2 threads),
+#: without -> with: `goihw -> gOIhw4i16o4i` 64x24x1024x7x3 (o = 24 of 32; 1.97 (1.74) in
+#: a sweep, slower than oneDNN's 1.75 (1.52)) 2.11 (1.48) -> 0.85 (0.71); `oihw ->
+#: OIhw4i16o4i` 1000x512x3x3 1.31 (1.67) -> 0.57 (0.66), f32 -> s8 1.65 (1.76) -> 1.11
+#: (0.93); `oihw -> OIhw8i16o2i` bf16 1000x512x3x3 4.1 (4.9) -> 1.0 (0.99), f32 -> bf16
+#: 16.7 (15.6) -> 0.75 (0.93); `goihw -> gOIhw8i16o2i` bf16 32x24x512x3x3 2.50 (3.07) ->
+#: 0.57 (0.96).
+PADDED_LINE_ROWS = os.environ.get("LAYOUTJIT_PADDED_LINE_ROWS", "1") != "0"
+
 
 #: Most rows in one period of an ``a2`` transpose (its row table: 32 KB of offsets). Once
 #: 64 lines (1024 f32 rows): f32 `OIhw16i16o -> oihw` 11x11 (121 lines) took 16x8 tiles into
@@ -1565,19 +1585,23 @@ def tile_rows(ir: LoopIR, tile: TileSpec) -> int:
     return a.extent * a2 * (ir.nodes[tile.a3].extent if tile.a3 is not None else 1)
 
 
-def src_rows(ir: LoopIR, tile: TileSpec, valid: int | None = None) -> tuple[int | None, ...]:
+def src_rows(ir: LoopIR, tile: TileSpec, valid: int | None = None, valid2: int | None = None
+             ) -> tuple[int | None, ...]:
     """Source offsets of the rows of an ``a2`` transpose: row r = (A2 step r // A.extent,
     A step r % A.extent), whose destination offset is r; one period (``tile_rows``): a
-    tile at row a0 takes ``rows[a0:a0 + R]``. None: a padding row of a padded A (zeros),
+    tile at row a0 takes ``rows[a0:a0 + R]``. None: a padding row (zeros) of a padded A,
     one whose A step is ``valid`` or more (default: the dim's data, as where A's dim has no
-    other digit; the codegen passes what each state of the outer digits leaves)."""
+    other digit; the codegen passes what each state of the outer digits leaves), or of a
+    padded A2, whose A2 step is ``valid2`` or more (default: every step)."""
     assert tile.a2 is not None
     a, a2 = ir.nodes[tile.a], ir.nodes[tile.a2]
     s3 = ir.nodes[tile.a3].strides[1] if tile.a3 is not None else 0
     assert a.strides[1] is not None and a2.strides[1] is not None and s3 is not None
     if valid is None:
         valid = ir.dims[a.dim].valid if a.dim is not None else a.extent
-    return tuple(None if r % a.extent >= valid
+    if valid2 is None:
+        valid2 = a2.extent
+    return tuple(None if r % a.extent >= valid or (r // a.extent) % a2.extent >= valid2
                  else ((r // a.extent) % a2.extent * a2.strides[1] + (r // a.extent // a2.extent) * s3
                        + (r % a.extent) * a.strides[1])
                  for r in range(tile_rows(ir, tile)))

@@ -198,7 +198,7 @@ LINE_CASES = [  # dims, src tag, dst tag, dst dtype, a2 expected
     ((32, 32, 3, 3, 3), "OIdhw16i16o", "oidhw", "f32", True),   # 27 lines a period
     ((32, 48, 5, 5), "OIhw16i16o", "oihw", "bf16", False),  # bf16 lines of 32: 32 i wanted, 16 there
     ((32, 32, 5, 5), "OIhw16i16o", "oihw", "f32", True),     # 25 lines
-    ((17, 32, 3, 3), "oihw", "OIhw4i16o4i", "f32", False),   # padded o: tiles of 4 rows
+    ((17, 32, 3, 3), "oihw", "OIhw4i16o4i", "f32", True),    # padded o: padding rows (PADDED_LINE_ROWS)
     ((32, 20, 3, 3), "oihw", "OIhw4i16o4i", "f32", True),    # padded i: padding rows (NEAR_PADDED_ROWS)
 ]
 

@@ -84,3 +84,56 @@ def test_padded_line_rows_not_taken(monkeypatch):
     assert not _padded_rows(plan_of(M((16, 20, 3, 3), "f32", "oihw"), M((16, 20, 3, 3), "f32", "OIhw4i16o4i")))
     monkeypatch.setattr(plan_mod, "_padded_line_digit", lambda *a: False)
     assert not _padded_rows(plan_of(s, d))
+
+
+# A padded A2 (``plan._padded_line_steps``): the destination's o blocks hold fewer o than 16,
+# and the line's rows are A2lo (o) x A (i). Whole lines of padding (o = 24 of 32, f32: four
+# o a line) or lines cut by the data's end in a one-line period (o = 40 of 48, s8: 16 o a
+# line; o = 18 with i = 18: both A2 and A cut).
+A2_CASES = [
+    ((2, 24, 8, 7, 3), "goihw", "gOIhw4i16o4i", "f32", "f32"),   # whole lines of padding
+    ((40, 36, 3, 3), "oihw", "OIhw4i16o4i", "f32", "s8"),        # 8 of 16 o in a line
+    ((18, 18, 3, 3), "oihw", "OIhw4i16o4i", "f32", "f32"),       # 2 of 4 o, 2 of 4 i
+    ((20, 36, 3, 3), "oihw", "OIhw8i16o2i", "bf16", "bf16"),     # 16-bit: 16 o a line
+    ((3, 20, 36, 3, 3), "goihw", "gOIhw8i16o2i", "f32", "bf16"),
+]
+
+
+def _padded_a2(p) -> bool:
+    t = p.tile
+    return t is not None and t.a2 is not None and p.ir.dims[p.nodes[t.a2].dim].guarded
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", A2_CASES)
+def test_padded_a2_line_rows_are_exact(stores, dims, stag, dtag, sdt, ddt):
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert _padded_a2(p), p.describe()
+    assert p.nt == (stores == "nt"), p.describe()
+    ref.check_exact_at_offsets(k, sum(dims))
+
+
+def test_padded_a2_rows_past_the_data_are_padding():
+    """``src_rows``' valid2: the rows of A2 steps past the data are None, the others keep
+    their offsets (o = 40 of 48, s8: a line is 16 o x 4 i, rows 9 and 324 elements apart)."""
+    dims = (40, 36, 3, 3)
+    p = plan_of(M(dims, "f32", "oihw"), M(dims, "s8", "OIhw4i16o4i"))
+    full = plan_mod.src_rows(p.ir, p.tile)
+    assert full == tuple(o * 36 * 9 + i * 9 for o in range(16) for i in range(4))
+    cut = plan_mod.src_rows(p.ir, p.tile, valid2=8)
+    assert cut == full[:32] + (None,) * 32
+
+
+def test_padded_a2_not_taken(monkeypatch):
+    """The switch off: other tiles; and a padded A2 whose data ends inside a line of a
+    period longer than one line is refused."""
+    s, d = M((2, 24, 8, 7, 3), "f32", "goihw"), M((2, 24, 8, 7, 3), "f32", "gOIhw4i16o4i")
+    monkeypatch.setattr(plan_mod, "PADDED_LINE_ROWS", False)
+    assert not _padded_a2(plan_of(s, d))
+    r = lj.ir.DimRange(valid=40, write=48, extent=48)
+    a2 = lj.ir.Node(16, 0, 1, (4, 324))
+    assert plan_mod._padded_line_steps(r, a2, 16, True)
+    assert not plan_mod._padded_line_steps(r, a2, 16, False)
+    assert plan_mod._padded_line_steps(lj.ir.DimRange(valid=32, write=48, extent=48), a2, 16, False)
+    assert not plan_mod._padded_line_steps(r, lj.ir.Node(4, 0, 4, (16, 1296)), 4, True)
