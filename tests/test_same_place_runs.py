@@ -48,3 +48,32 @@ def test_same_place_runs_switch(monkeypatch):
     s, d = M((3, 30, 2, 5, 7), "f32", "nCdhw16c"), M((3, 30, 2, 5, 7), "bf16", "nCdhw16c")
     monkeypatch.setattr(plan_mod, "SAME_PLACE_RUNS", False)
     assert lower_and_plan(s, d, None)[1].tile is None
+
+
+# Same-place runs whose row node is a padded dim's digit (``plan.SAME_PLACE_PADDED``):
+# `OIhw4i16o4i -> OhwI16o4i` with O = 20 (runs of 4 o x 4 i after the uniform cut; the
+# last block's o steps past the data are zero rows).
+PADDED_CASES = [
+    ((20, 36, 3, 3), "OIhw4i16o4i", "OhwI16o4i", "s8", "s8"),
+    ((36, 20, 3, 3), "OhwI16o4i", "OIhw4i16o4i", "s8", "s8"),
+    ((10, 20, 3, 3), "OIhw4i16o4i", "OhwI16o4i", "f32", "f32"),
+    ((3, 100, 20, 3, 3), "gOIhw4i16o4i", "gOhwI16o4i", "f32", "s8"),
+    ((13, 1, 13, 12, 6), "BcdeA16b4a", "BAcde2b8a16b4a", "bf16", "f32"),
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", PADDED_CASES)
+def test_same_place_padded_rows(stores, dims, stag, dtag, sdt, ddt):
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert p.tile is not None and p.tile.kind == "lines", p.describe()
+    A = p.nodes[p.tile.a]
+    assert A.dim is not None and p.ir.dims[A.dim].guarded, p.describe()
+    ref.check_exact_at_offsets(k, sum(dims))
+
+
+def test_same_place_padded_switch(monkeypatch):
+    s, d = M((20, 36, 3, 3), "s8", "OIhw4i16o4i"), M((20, 36, 3, 3), "s8", "OhwI16o4i")
+    monkeypatch.setattr(plan_mod, "SAME_PLACE_PADDED", False)
+    assert lower_and_plan(s, d, None)[1].tile is None

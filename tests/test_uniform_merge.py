@@ -76,19 +76,23 @@ def test_uniform_merge_in_element_loops(monkeypatch):
     _check(k, s, d, 7)
 
 
-def test_uniform_digit_rule():
-    """The merge needs every bound a multiple of the digit's span; a straddling digit stays."""
+def test_uniform_digit_rule(monkeypatch):
+    """The merge needs every bound a multiple of the digit's span; a straddling digit stays
+    (or is cut, ``_uniform_cut``: its 4 light steps are uniform)."""
     dims = (24, 40, 3, 2, 5)
     s, d = M(dims, "s8", "AcdeB4b8a4b"), M(dims, "u8", "ABcde16b64a4b")
     p = plan_of(s, d)
     run = p.nodes[-1]
     assert run.dim is None and run.extent == 32 and run.strides == (1, 1), p.describe()
-    # a = 20: its 8a digit straddles valid = 20, so 8a x 4b stays two nodes
+    # a = 20: its 8a digit straddles valid = 20: cut into 2 x 4a, 4a x 4b merge
     dims = (20, 40, 3, 2, 5)
     s, d = M(dims, "s8", "AcdeB4b8a4b"), M(dims, "u8", "ABcde16b64a4b")
+    p = plan_of(s, d)
+    assert p.nodes[-1].extent == 16 and p.nodes[-1].dim is None, p.describe()
+    _check(build(s, d), s, d, 3)
+    monkeypatch.setattr(plan_mod, "SPLIT_MERGE", False)  # without the cut 8a x 4b stays two nodes
     assert not _merged_padded(s, d), plan_of(s, d).describe()
-    k = build(s, d)
-    _check(k, s, d, 3)
+    _check(build(s, d), s, d, 3)
 
 
 def test_uniform_merge_switch(monkeypatch):
@@ -114,3 +118,44 @@ def test_cols_over_a_uniform_padded_b(dims, stag, dtag, sdt, ddt):
     _check(k, s, d, sum(dims))
     t2 = plan_without("COLS_UNIFORM", s, d).tile
     assert t2 is None or t2.c is None
+
+
+# A padded digit that is not uniform, cut so that its uniform light steps merge inward
+# (``plan._uniform_cut``): `gOIhw4i16o4i -> gOhwI16o4i` with o = 40 of 48 had runs of 4 i
+# (16 B) between the o steps; 8 o x 4 i is uniform (40 and 48 are multiples of 8), so the
+# block's 16 o become 2 x 8 and the run 32 elements.
+CUT_CASES = [
+    ((2, 40, 32, 3, 3), "gOIhw4i16o4i", "gOhwI16o4i", "f32", "f32"),
+    ((2, 40, 32, 3, 3), "gOhwI16o4i", "gOIhw4i16o4i", "f32", "f32"),
+    ((20, 36, 3, 3), "OIhw4i16o4i", "OhwI16o4i", "s8", "s8"),           # o: 20 of 32, cut 4 x 4
+    ((3, 100, 20, 3, 3), "gOIhw4i16o4i", "gOhwI16o4i", "f32", "s8"),    # o: 100 of 112
+    ((2, 20, 40, 3, 3), "gOIhw8i16o2i", "gOhwI16o2i", "bf16", "bf16"),
+]
+
+
+def _cut(s, d) -> bool:
+    return plan_of(s, d).nodes != plan_without("SPLIT_MERGE", s, d).nodes
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CUT_CASES)
+def test_uniform_cut_is_exact(dims, stag, dtag, sdt, ddt):
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    assert _cut(s, d), k.plan.describe()
+    _check(k, s, d, sum(dims))
+
+
+def test_uniform_cut_nodes():
+    """o = 40 of 48: the run is 8 o x 4 i = 32 contiguous elements, the 16 o's other digit
+    2 steps of 8; o = 36 (gcd 4): 4 o x 4 i; runs of a line or more are left alone."""
+    dims = (2, 40, 32, 3, 3)
+    p = plan_of(M(dims, "f32", "gOIhw4i16o4i"), M(dims, "f32", "gOhwI16o4i"))
+    assert p.nodes[-1].extent == 32 and p.nodes[-1].strides == (1, 1), p.describe()
+    assert any(n.extent == 2 and n.weight == 8 and n.dim == 1 for n in p.nodes), p.describe()
+    assert p.tile is not None and p.tile.kind == "stream", p.describe()
+    dims = (2, 36, 32, 3, 3)
+    p = plan_of(M(dims, "f32", "gOIhw4i16o4i"), M(dims, "f32", "gOhwI16o4i"))
+    assert p.nodes[-1].extent == 16, p.describe()
+    dims = (96, 2, 3, 3)  # OIhw16i16o -> IOhw16i16o, i = 2 of 16: runs of 16 o (a line) already
+    s, d = M(dims, "f32", "OIhw16i16o"), M(dims, "f32", "IOhw16i16o")
+    assert not _cut(s, d), plan_of(s, d).describe()
