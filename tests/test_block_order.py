@@ -114,3 +114,53 @@ def test_shared_source_lines_not_taken_for_long_sweeps(nt_everywhere, monkeypatc
     assert not any(SHARED in n for n in p.notes), p.describe()
     monkeypatch.setattr(plan_mod, "SHARED_LINES_BYTES", 64 * 128)
     assert any(SHARED in n for n in plan_of(s, d).notes)
+
+
+SCATTERED_CASES = [
+    ((32, 32, 3, 3), "hwio", "OIhw4i16o4i", "f32", "s8"),
+    ((20, 48, 3, 5), "hwio", "OIhw4i16o4i", "f32", "u8"),     # o = 20 of 32
+    ((40, 16, 5, 5), "hwio", "OhwI16o4i", "f32", "s8"),
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", SCATTERED_CASES)
+def test_scattered_line_reads_take_source_order(nt_everywhere, plans_32, monkeypatch, dims, stag, dtag,
+                                                 sdt, ddt):
+    """Tiles reading whole source lines and narrowing them 4x, their rows continued outside
+    a sweep of SCATTERED_READS_BYTES (lowered to fit these small tensors): source order."""
+    monkeypatch.setattr(plan_mod, "SCATTERED_READS_BYTES", 1024)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert p.nt and p.tile.kind == "transpose" and p.tile.V * s.dtype.size >= 64, p.describe()
+    assert any(NOTE in n for n in p.notes), p.describe()
+    t = p.tile
+    outer = [n.strides[1] for i, n in enumerate(p.nodes) if i not in (t.a, t.b)]
+    assert outer == sorted(outer, reverse=True), p.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+
+
+def test_scattered_line_reads_not_taken(nt_everywhere, plans_32, monkeypatch):
+    """A sweep below the threshold, no narrowing (f32 -> f32), and the switch off (0):
+    destination order. (The threshold is put just above and just at the span of the loops
+    inside the o step, which continues the tiles' rows.)"""
+    dims = (32, 32, 3, 3)
+    s, d = M(dims, "f32", "hwio"), M(dims, "s8", "OIhw4i16o4i")
+    p = plan_of(s, d)
+    t = p.tile
+    outer = [n for i, n in enumerate(p.nodes) if i not in (t.a, t.b)]
+    k = min(range(len(outer)), key=lambda i: abs(outer[i].strides[1]) or 1 << 62)
+    span = sum((n.extent - 1) * abs(n.strides[1]) for n in outer[k + 1:]) * 4
+    monkeypatch.setattr(plan_mod, "SCATTERED_READS_BYTES", span + 1)
+    assert not any(NOTE in n for n in plan_of(s, d).notes)
+    monkeypatch.setattr(plan_mod, "SCATTERED_READS_BYTES", span)
+    assert any(NOTE in n for n in plan_of(s, d).notes)
+    monkeypatch.setattr(plan_mod, "SCATTERED_READS_BYTES", 1)
+    p32 = plan_of(s, M(dims, "f32", "OIhw4i16o4i"))  # none narrowed
+    assert not plan_mod._scattered_line_reads(p32.ir, p32.nodes[:p32.tile.a])
+    assert plan_mod._scattered_line_reads(p.ir, outer)
+    monkeypatch.setattr(plan_mod, "SCATTERED_READS_BYTES", 0)
+    assert not any(NOTE in n for n in plan_of(s, d).notes)
