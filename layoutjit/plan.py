@@ -1067,6 +1067,55 @@ def _scattered_line_reads(ir: LoopIR, outer: Sequence[Node]) -> bool:
 SCATTERED_READS_BYTES = int(os.environ.get("LAYOUTJIT_SCATTERED_READS_BYTES", 4 << 20))
 
 
+def _line_share_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
+    """Outer steps that move the source by less than a line, moved inward, just outside the
+    steps that move the destination by less than one (those complete the lines the tiles
+    write in part), where in destination order they run outside loops sweeping
+    tiles that touch ``LINE_SHARE_BYTES`` of source lines or more: the rest of each source
+    line a tile reads is then read right after, not once the lines have left L2.
+
+    `hwio -> OIhw2i8o4i` s8 384x384x11x11: 4x8 tiles read 8 bytes of 4 rows (an o-block's 8
+    o); the o-blocks, 8 B apart in the source, were the outermost loop, so every source line
+    was fetched once per o-block, 8 times in all. Only whole-block tiles reading pieces of
+    lines whose stores cannot be NT (NT plans measured equal or lost: `ABc8b32a -> ABc8a8b`
+    0.66 (0.69) -> 0.71 (0.82)), padded digits left in place. A/B on Zen 3 (AVX2), ratio to
+    copy at 1 thread (2 threads), without -> with: that pair 2.49 (2.80) -> 1.66 (1.94)
+    (oneDNN 2.94 (3.42)), `ihwo -> OIhw2i8o4i` 2.63 (1.97) -> 1.41 (1.43); `OIhw8i16o2i ->
+    oihw` 512x512x7x7 f32 -> s8 3.83 (3.32) -> 1.90 (1.67), 5x5 bf16 2.41 (2.06) -> 1.89
+    (1.69), f32 -> bf16 3.89 (2.89) -> 2.80 (2.21); `OIhw4i16o4i -> oihw` 7x7 f32 -> s8 4.60
+    (3.85) -> 3.27 (2.70), s8 2.53 (2.77) -> 2.11 (2.16); u8 `OIhw8i8o -> OIhw4o4i` 2.08
+    (1.80) -> 1.83 (1.70). Tiles whose lines stay in L2 meanwhile lost (`IOhw16o16i ->
+    oihw` 1024x1024x3x3 bf16, 37 KB of lines: 1.46 (1.45) -> 2.04 (1.81)).
+    """
+    if (not LINE_SHARE_BYTES or tile.kind != "transpose" or not tile.rows_contiguous
+            or tile.c is not None or tile.a2 is not None):
+        return None
+    ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
+    if tile.V * ssz >= 64 or _nt_possible(ir, tile):
+        return None
+    k = min(tile.nodes)
+    outer = list(ir.nodes[:k])
+    if any(s is None for m in outer for s in m.strides):
+        return None
+    share = [n for i, n in enumerate(outer)
+             if 0 < abs(n.strides[1] or 0) * ssz < 64 and not _guarded(ir, n)
+             and math.prod(m.extent for m in outer[i + 1:]) * tile.R * tile.M * 64 >= LINE_SHARE_BYTES]
+    if not share:
+        return None
+    others = [n for n in outer if not any(n is m for m in share)]
+    pos = next((i for i, n in enumerate(others) if 0 < abs(n.strides[0] or 0) * dsz < 64), len(others))
+    nodes = others[:pos] + share + others[pos:]
+    return ir.with_nodes(nodes + list(ir.nodes[k:]), "line_share")
+
+
+#: Source lines (bytes) the tiles inside an outer step that shares their source lines touch
+#: (tiles x rows x 64 B), from which that step moves inward (``_line_share_order``; 0:
+#: never): 3/4 of Zen 3's L2. At 295 KB it was mixed (`OIhw8i16o2i -> oihw` 1024x1024x3x3,
+#: ratio to copy at 1 thread (2 threads), f32 1.54 (1.69) -> 1.39 (1.35), s8 2.61 (2.72) ->
+#: 3.27 (3.11)).
+LINE_SHARE_BYTES = int(os.environ.get("LAYOUTJIT_LINE_SHARE_BYTES", 384 * 1024))
+
+
 def _shares_source_lines(ir: LoopIR, tile: TileSpec, outer: Sequence[Node]) -> bool:
     """Whether the tiles read parts of source lines whose other parts an outer step reads
     (that step moves the source by less than a line), and one sweep of the tiles over A
@@ -1868,6 +1917,12 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     vb = vector_bytes() if vbytes is None else vbytes
     ir = normalize(ir)
     ir, tile, notes = choose_tile(ir, vb, allow_tile, allow_cols)
+    if tile is not None:
+        shared = _line_share_order(ir, tile)
+        if shared is not None:
+            ir = shared
+            notes.append("tiles read parts of source lines whose rest an outer step reads after a "
+                         "long sweep: that step just outside the steps that complete destination lines")
     dst = ir.operands[0]
     total = ir.total
     moved = total * (dst.dtype.size + ir.operands[1].dtype.size)

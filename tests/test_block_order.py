@@ -164,3 +164,43 @@ def test_scattered_line_reads_not_taken(nt_everywhere, plans_32, monkeypatch):
     assert plan_mod._scattered_line_reads(p.ir, outer)
     monkeypatch.setattr(plan_mod, "SCATTERED_READS_BYTES", 0)
     assert not any(NOTE in n for n in plan_of(s, d).notes)
+
+
+LINE_SHARE = "tiles read parts of source lines whose rest an outer step reads after a long sweep"
+LINE_SHARE_CASES = [
+    ((48, 32, 3, 3), "hwio", "OIhw2i8o4i", "s8", "s8"),    # 4x8 tiles: 8 B of each o row
+    ((40, 24, 3, 5), "ihwo", "OIhw2i8o4i", "s8", "s8"),
+    ((64, 48, 3, 3), "IOhw16o16i", "oihw", "bf16", "bf16"),
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", LINE_SHARE_CASES)
+def test_line_share_order(plans_32, monkeypatch, dims, stag, dtag, sdt, ddt):
+    """The outer step that moves the source by less than a line runs just outside the steps
+    that complete destination lines (LINE_SHARE_BYTES lowered to fit these small tensors);
+    every byte checked."""
+    monkeypatch.setattr(plan_mod, "LINE_SHARE_BYTES", 1)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert any(LINE_SHARE in n for n in p.notes), p.describe()
+    t = p.tile
+    outer = [n for i, n in enumerate(p.nodes) if i not in t.nodes]
+    ssz, dsz = s.dtype.size, d.dtype.size
+    shared = [i for i, n in enumerate(outer) if 0 < abs(n.strides[1]) * ssz < 64]
+    assert shared, p.describe()
+    # inside the shared steps: only steps that complete destination lines
+    assert all(abs(n.strides[0]) * dsz < 64 for n in outer[max(shared) + 1:]), p.describe()
+    ref.check_exact_at_offsets(k, sum(dims))
+
+
+def test_line_share_order_not_taken(plans_32, monkeypatch):
+    """Tiles touching less than LINE_SHARE_BYTES of lines (the real one, 384 KB, for this
+    small tensor) and the switch off: destination order."""
+    dims = (48, 32, 3, 3)
+    s, d = M(dims, "s8", "hwio"), M(dims, "s8", "OIhw2i8o4i")
+    assert not any(LINE_SHARE in n for n in plan_of(s, d).notes)
+    monkeypatch.setattr(plan_mod, "LINE_SHARE_BYTES", 1)
+    assert any(LINE_SHARE in n for n in plan_of(s, d).notes)
+    monkeypatch.setattr(plan_mod, "LINE_SHARE_BYTES", 0)
+    assert not any(LINE_SHARE in n for n in plan_of(s, d).notes)
