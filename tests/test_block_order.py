@@ -27,6 +27,19 @@ def plan_of(s, d):
     return lower_and_plan(s, d, None)[1]
 
 
+def _in_source_order_and_exact(k, s, d, seed):
+    """The outer loops by decreasing source stride, and every byte right (destinations at
+    several offsets, 1 and 2 threads, guard bytes, padding)."""
+    p = k.plan
+    t = p.tile
+    outer = [n.strides[1] for i, n in enumerate(p.nodes) if i not in (t.a, t.b)]
+    assert outer == sorted(outer, reverse=True), p.describe()
+    rng = np.random.default_rng(seed)
+    x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+
+
 def test_block_source_order_at_the_real_thresholds(plans_32):
     """At a size that takes NT stores: source order; a small one: destination order.
     (First in the module: ``nt_everywhere`` lasts to its end.)"""
@@ -56,13 +69,7 @@ def test_block_source_order_is_exact(nt_everywhere, plans_32, dims, stag, dtag, 
     p = k.plan
     assert p.nt and p.tile.kind == "transpose" and p.tile.rows_contiguous, p.describe()
     assert any(NOTE in n for n in p.notes), p.describe()
-    t = p.tile
-    outer = [n.strides[1] for i, n in enumerate(p.nodes) if i not in (t.a, t.b)]
-    assert outer == sorted(outer, reverse=True), p.describe()
-    rng = np.random.default_rng(sum(dims))
-    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
-    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
-    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+    _in_source_order_and_exact(k, s, d, sum(dims))
 
 
 def test_block_source_order_not_taken(nt_everywhere, monkeypatch):
@@ -97,12 +104,9 @@ def test_shared_source_lines_take_source_order(nt_everywhere, plans_32, dims, st
     p = k.plan
     assert p.nt and not p.tile.rows_contiguous and any(SHARED in n for n in p.notes), p.describe()
     t = p.tile
-    outer = [n.strides[1] for i, n in enumerate(p.nodes) if i not in (t.a, t.b)]
-    assert outer == sorted(outer, reverse=True) and outer[-1] * s.dtype.size < 64, p.describe()
-    rng = np.random.default_rng(sum(dims))
-    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
-    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
-    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+    innermost = [n for i, n in enumerate(p.nodes) if i not in (t.a, t.b)][-1]
+    assert innermost.strides[1] * s.dtype.size < 64, p.describe()
+    _in_source_order_and_exact(k, s, d, sum(dims))
 
 
 def test_shared_source_lines_not_taken_for_long_sweeps(nt_everywhere, monkeypatch):
@@ -134,13 +138,7 @@ def test_scattered_line_reads_take_source_order(nt_everywhere, plans_32, monkeyp
     p = k.plan
     assert p.nt and p.tile.kind == "transpose" and p.tile.V * s.dtype.size >= 64, p.describe()
     assert any(NOTE in n for n in p.notes), p.describe()
-    t = p.tile
-    outer = [n.strides[1] for i, n in enumerate(p.nodes) if i not in (t.a, t.b)]
-    assert outer == sorted(outer, reverse=True), p.describe()
-    rng = np.random.default_rng(sum(dims))
-    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
-    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
-    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+    _in_source_order_and_exact(k, s, d, sum(dims))
 
 
 def test_scattered_line_reads_not_taken(nt_everywhere, plans_32, monkeypatch):

@@ -42,9 +42,12 @@ def plan_of(s, d):
     return lower_and_plan(s, d, None)[1]
 
 
-def _padded_rows(p) -> bool:
+def _padded_rows(p, node: str = "a") -> bool:
+    """Whether the plan takes line rows whose A (or A2) is a padded dim's digit."""
     t = p.tile
-    return t is not None and t.a2 is not None and p.ir.dims[p.nodes[t.a].dim].guarded
+    if t is None or t.a2 is None:
+        return False
+    return p.ir.dims[p.nodes[getattr(t, node)].dim].guarded
 
 
 @pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
@@ -99,17 +102,12 @@ A2_CASES = [
 ]
 
 
-def _padded_a2(p) -> bool:
-    t = p.tile
-    return t is not None and t.a2 is not None and p.ir.dims[p.nodes[t.a2].dim].guarded
-
-
 @pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", A2_CASES)
 def test_padded_a2_line_rows_are_exact(stores, dims, stag, dtag, sdt, ddt):
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
     k = build(s, d)
     p = k.plan
-    assert _padded_a2(p), p.describe()
+    assert _padded_rows(p, "a2"), p.describe()
     assert p.nt == (stores == "nt"), p.describe()
     ref.check_exact_at_offsets(k, sum(dims))
 
@@ -130,7 +128,7 @@ def test_padded_a2_not_taken(monkeypatch):
     period longer than one line is refused."""
     s, d = M((2, 24, 8, 7, 3), "f32", "goihw"), M((2, 24, 8, 7, 3), "f32", "gOIhw4i16o4i")
     monkeypatch.setattr(plan_mod, "PADDED_LINE_ROWS", False)
-    assert not _padded_a2(plan_of(s, d))
+    assert not _padded_rows(plan_of(s, d), "a2")
     r = lj.ir.DimRange(valid=40, write=48, extent=48)
     a2 = lj.ir.Node(16, 0, 1, (4, 324))
     assert plan_mod._padded_line_steps(r, a2, 16, True)
