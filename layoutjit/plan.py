@@ -446,8 +446,9 @@ def merge(ir: LoopIR) -> LoopIR:
 def _uniform_cut(ir: LoopIR, outer: Node, inner: Node) -> tuple[Node, Node] | None:
     """A padded digit that is not uniform, cut into its heavier steps and the most light
     steps that are (``_uniform_digit``), so that the light part merges with the node inside
-    it (`gOIhw4i16o4i -> gOhwI16o4i` with o = 40 of 48: the block's 16 o as 4 x 4, each 4 o x
-    4 i one line on both sides, data or zeros as a whole)."""
+    it (`gOIhw4i16o4i -> gOhwI16o4i` with o = 40 of 48: the block's 16 o as 2 x 8, each 8 o
+    x 4 i two lines on both sides, data or zeros as a whole). Only inner runs shorter than
+    a line."""
     if outer.dim is None or not _guarded(ir, outer) or _uniform_digit(ir, outer) or outer.dim == inner.dim:
         return None
     if any(so is None or si is None or so != si * inner.extent
@@ -1070,9 +1071,9 @@ SCATTERED_READS_BYTES = int(os.environ.get("LAYOUTJIT_SCATTERED_READS_BYTES", 4 
 def _line_share_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
     """Outer steps that move the source by less than a line, moved inward, just outside the
     steps that move the destination by less than one (those complete the lines the tiles
-    write in part), where in destination order they run outside loops sweeping
-    tiles that touch ``LINE_SHARE_BYTES`` of source lines or more: the rest of each source
-    line a tile reads is then read right after, not once the lines have left L2.
+    write in part), where in destination order the tiles inside such a step touch
+    ``LINE_SHARE_BYTES`` of source lines or more: the rest of each source line a tile reads
+    is then read right after, not once the lines have left L2.
 
     `hwio -> OIhw2i8o4i` s8 384x384x11x11: 4x8 tiles read 8 bytes of 4 rows (an o-block's 8
     o); the o-blocks, 8 B apart in the source, were the outermost loop, so every source line
@@ -1921,8 +1922,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         shared = _line_share_order(ir, tile)
         if shared is not None:
             ir = shared
-            notes.append("tiles read parts of source lines whose rest an outer step reads after a "
-                         "long sweep: that step just outside the steps that complete destination lines")
+            notes.append("tiles read parts of source lines whose rest an outer step reads once they "
+                         "have left L2: that step just outside the steps that complete destination lines")
     dst = ir.operands[0]
     total = ir.total
     moved = total * (dst.dtype.size + ir.operands[1].dtype.size)

@@ -164,7 +164,7 @@ def test_scattered_line_reads_not_taken(nt_everywhere, plans_32, monkeypatch):
     assert not any(NOTE in n for n in plan_of(s, d).notes)
 
 
-LINE_SHARE = "tiles read parts of source lines whose rest an outer step reads after a long sweep"
+LINE_SHARE = "tiles read parts of source lines whose rest an outer step reads once they have left L2"
 LINE_SHARE_CASES = [
     ((48, 32, 3, 3), "hwio", "OIhw2i8o4i", "s8", "s8"),    # 4x8 tiles: 8 B of each o row
     ((40, 24, 3, 5), "ihwo", "OIhw2i8o4i", "s8", "s8"),
