@@ -818,7 +818,6 @@ SAME_PLACE_RUNS = os.environ.get("LAYOUTJIT_SAME_PLACE_RUNS", "1") != "0"
 #: loops. A/B as above: bf16 -> f32 `BcdeA16b4a -> BAcde2b8a16b4a` 13x1x13x112x64 1.97 ->
 #: 0.60 at 1 thread; with ``SPLIT_MERGE`` the pairs there.
 SAME_PLACE_PADDED = os.environ.get("LAYOUTJIT_SAME_PLACE_PADDED", "1") != "0"
-_NO_COLUMN = Node(1, None, 1, (0, 0))  # the unit column of _lines_with_unit_column
 
 
 #: Longest run (elements) of a "lines" plan: its calls are ``simd.gather``/``simd.tile``
@@ -886,7 +885,8 @@ def choose_tile(ir: LoopIR, vbytes: int, allow: bool = True, allow_cols: bool = 
         return packed[0], packed[1], notes
     if (ia2 is not None and ia2 == ib2 and SAME_PLACE_RUNS and run_bytes < 64 and 64 % run_bytes == 0
             and all(s is not None for s in nodes[ia2].strides)
-            and _lines_digits_ok(ir, nodes, nodes[ia2], _NO_COLUMN if SAME_PLACE_PADDED else nodes[ia2], run)):
+            and _lines_digits_ok(ir, nodes, nodes[ia2],
+                                 _unit_column(nodes[ia2]) if SAME_PLACE_PADDED else nodes[ia2], run)):
         # runs back to back on both sides, kept apart by the padding of their dim
         # (_same_place_runs)
         ir2, spec = _lines_with_unit_column(ir, nodes, ia2, ia, min(64 // run_bytes, nodes[ia2].extent))
@@ -1056,8 +1056,10 @@ def _scattered_line_reads(ir: LoopIR, outer: Sequence[Node]) -> bool:
     ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
     if not SCATTERED_READS_BYTES or ssz < 4 * dsz:
         return False
-    strides = [abs(m.strides[1] or 0) for m in outer]
-    k = strides.index(min((x for x in strides if x), default=0)) if any(strides) else 0
+    moving = [i for i, m in enumerate(outer) if m.strides[1]]
+    if not moving:
+        return False
+    k = min(moving, key=lambda i: abs(outer[i].strides[1] or 0))  # the step that continues the rows
     span = sum((m.extent - 1) * abs(m.strides[1] or 0) for m in outer[k + 1:]) * ssz
     return span >= SCATTERED_READS_BYTES
 
@@ -1098,14 +1100,14 @@ def _line_share_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
     outer = list(ir.nodes[:k])
     if any(s is None for m in outer for s in m.strides):
         return None
-    share = [n for i, n in enumerate(outer)
+    share = [i for i, n in enumerate(outer)
              if 0 < abs(n.strides[1] or 0) * ssz < 64 and not _guarded(ir, n)
              and math.prod(m.extent for m in outer[i + 1:]) * tile.R * tile.M * 64 >= LINE_SHARE_BYTES]
-    if not share:
-        return None
-    others = [n for n in outer if not any(n is m for m in share)]
+    others = [n for i, n in enumerate(outer) if i not in share]
     pos = next((i for i, n in enumerate(others) if 0 < abs(n.strides[0] or 0) * dsz < 64), len(others))
-    nodes = others[:pos] + share + others[pos:]
+    nodes = others[:pos] + [outer[i] for i in share] + others[pos:]
+    if not share or nodes == outer:
+        return None  # (nothing to move, or in place already)
     return ir.with_nodes(nodes + list(ir.nodes[k:]), "line_share")
 
 
@@ -1173,12 +1175,17 @@ def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run
     return _lines_with_unit_column(ir, nodes, ia, irun, R)
 
 
+def _unit_column(a: Node) -> Node:
+    """The column node of one step that a "lines" plan without a node B takes (no dim)."""
+    return Node(1, None, 1, tuple(0 for _ in a.strides))
+
+
 def _lines_with_unit_column(ir: LoopIR, nodes: list[Node], ia: int, irun: int, R: int
                             ) -> tuple[LoopIR, TileSpec]:
     """A "lines" plan of the runs of node ``irun`` placed back to back along node ``ia``,
     with a unit column node (no node B), R runs per call."""
     a, run = nodes[ia], nodes[irun]
-    unit = Node(1, None, 1, tuple(0 for _ in a.strides))
+    unit = _unit_column(a)
     rest = [n for i, n in enumerate(nodes) if i not in (ia, irun)]
     k = len(rest)
     return (ir.with_nodes(rest + [a, unit, run], "choose_tile"),

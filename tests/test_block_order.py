@@ -189,6 +189,12 @@ def test_line_share_order(plans_32, monkeypatch, dims, stag, dtag, sdt, ddt):
     assert shared, p.describe()
     # inside the shared steps: only steps that complete destination lines
     assert all(abs(n.strides[0]) * dsz < 64 for n in outer[max(shared) + 1:]), p.describe()
+    # and in destination order they were not there: the rule moved them
+    monkeypatch.setattr(plan_mod, "LINE_SHARE_BYTES", 0)
+    before = plan_of(s, d)
+    t0 = before.tile
+    outer0 = [n for i, n in enumerate(before.nodes) if i not in t0.nodes]
+    assert outer0 != outer and sorted(outer0, key=repr) == sorted(outer, key=repr), before.describe()
     ref.check_exact_at_offsets(k, sum(dims))
 
 
