@@ -348,7 +348,18 @@ def trim_skipped(ir: LoopIR) -> LoopIR:
     Zen 3, ratio to copy at 1 thread (2 threads): `ABcd4b16a4b -> abcd` 7x112x28x768
     2.26 (3.28) -> 1.07 (0.85) (a = 7 unguarded then joins the source run of the tile).
     Nodes with a unit stride are left whole: they become the tile's rows or columns, whose
-    plans read a padded block whole (`nCw8c -> ncw` C=7: 0.84 -> 1.36 when trimmed)."""
+    plans read a padded block whole (`nCw8c -> ncw` C=7: 0.84 -> 1.36 when trimmed).
+
+    A dim split in several nodes loses the outer digit's skipped steps the same way
+    (``_whole_steps_skipped``, ``LAYOUTJIT_TRIM_OUTER_STEPS``): `nChw16c -> nChw8c` C = 7
+    had walked both halves of every 16c block, the second a column of nothing, so no call
+    wrote whole lines (plain stores); trimmed, the 8c runs pack into NT lines. A/B, ratio
+    to copy at 1 thread (2 threads): 32x7x299x299 0.96-1.02 (1.00-1.06) -> 0.82-0.85
+    (0.79-0.82); `ABcd4b16a4b -> abcd` b = 8 12x8x128x384 1.40 (1.55) -> 0.81 (0.70);
+    s8 `ABc16b64a2b -> ABc8a16b2a` 48x1024x1024 4.77 (4.25) -> 4.28 (2.76); f32 -> u8
+    `nCdhw16c -> nCdhw8c` C = 3 1.18-1.20 (1.18-1.27) -> 1.01-1.24 (0.87-0.96). 23 of 909
+    listed pairs changed; C = 8 (`nCdhw16c -> nCdhw8c`, no padding left: element loops
+    instead of a half-skipped "lines" tile) and three others moved within the noise."""
     count: dict[int, int] = {}
     for n in ir.nodes:
         if n.dim is not None:
@@ -357,7 +368,9 @@ def trim_skipped(ir: LoopIR) -> LoopIR:
     nodes = list(ir.nodes)
     for i, n in enumerate(nodes):
         d = n.dim
-        if d is None or count[d] != 1 or 1 in n.strides:  # unit strides: tile nodes, kept
+        if d is None or 1 in n.strides:  # unit strides: tile nodes, kept
+            continue
+        if count[d] != 1 and not (TRIM_OUTER_STEPS and _whole_steps_skipped(n, d, nodes)):
             continue
         r = dims[d]
         e = -(-r.write // n.weight)
@@ -366,7 +379,18 @@ def trim_skipped(ir: LoopIR) -> LoopIR:
             dims[d] = replace(r, extent=e * n.weight)
     if nodes == list(ir.nodes):
         return ir
+    nodes = [n for n in nodes if n.extent != 1]
     return replace(ir.with_nodes(nodes, "trim_skipped"), dims=tuple(dims))
+
+
+TRIM_OUTER_STEPS = os.environ.get("LAYOUTJIT_TRIM_OUTER_STEPS", "1") != "0"
+
+
+def _whole_steps_skipped(n: Node, d: int, nodes: list[Node]) -> bool:
+    """Whether ``n`` is the outer digit of a dim split in several nodes, whose steps past
+    the destination's padded size hold nothing but skipped indices (``nChw16c -> nChw8c``
+    with C = 7: the second half of every 16c block is read by no destination byte)."""
+    return all(m is n or m.dim != d or m.weight * m.extent <= n.weight for m in nodes)
 
 
 def order_by_dst(ir: LoopIR) -> LoopIR:

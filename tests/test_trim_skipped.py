@@ -46,3 +46,25 @@ def test_trimmed_jobs_are_all_live():
     ir, plan = lower_and_plan(M(dims, "f32", "ABcd4b16a4b"), M(dims, "f32", "abcd"), None)[:2]
     assert plan.ir.total == int(np.prod(dims)), plan.describe()
     assert plan.jobs * 2 > 7 * 112, plan.describe()
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, d, steps", [
+    ((3, 7, 9, 10), "nChw16c", "nChw8c", "f32", "f32", 1, 8),      # C = 7: 16c -> one 8c block
+    ((2, 8, 5, 6, 7), "nCdhw16c", "nCdhw8c", "f32", "u8", 1, 8),   # C = 8: nothing padded
+    ((12, 8, 16, 24), "ABcd4b16a4b", "abcd", "f32", "f32", 1, 8),  # b = 8: 2 of 4 outer steps
+    ((9, 3, 16, 24), "ABcd4b16a4b", "abcd", "bf16", "f32", 1, 4),  # b = 3: 1 of 4 (node dropped)
+])
+def test_outer_digit_steps_are_trimmed(monkeypatch, dims, stag, dtag, sdt, ddt, d, steps):
+    """A dim split in several nodes loses the outer digit's steps that hold only skipped
+    indices (``_whole_steps_skipped``); without the rule the plan keeps them."""
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    src, dst = M(dims, sdt, stag), M(dims, ddt, dtag)
+    plan = lower_and_plan(src, dst, None)[1]
+    assert "trim_skipped" in plan.ir.notes, plan.describe()
+    assert plan.ir.dims[d].extent == steps, plan.describe()
+    monkeypatch.setattr(plan_mod, "TRIM_OUTER_STEPS", False)
+    assert lower_and_plan(src, dst, None)[1].ir.dims[d].extent == 16
+    monkeypatch.setattr(plan_mod, "TRIM_OUTER_STEPS", True)
+    k = lj.compiler.build(src, dst)
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads), k.plan.describe()
