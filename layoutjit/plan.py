@@ -1173,6 +1173,9 @@ def _by_source(ir: LoopIR, k: int | None = None) -> LoopIR:
     return ir.with_nodes(nodes + list(ir.nodes[k:]), "source_order")
 
 
+PACKED_WHOLE_RUNS = os.environ.get("LAYOUTJIT_PACKED_WHOLE_RUNS", "1") != "0"
+
+
 def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run_bytes: int
                         ) -> tuple[LoopIR, TileSpec] | None:
     """Runs of at most a line whose tail is zero padding, packed whole into lines.
@@ -1183,12 +1186,22 @@ def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run
     Planned as "lines" with a unit column node: PACKED_RUNS runs per call (a multiple of
     the runs per line; ``simd.gather(Vv=valid)``, reading a dense source -- A's source
     stride is the valid length, nhwc -- as whole vectors), stored as whole (NT) lines.
+
+    Runs that are their whole dim (no padding) take the same plan where they convert
+    (``LAYOUTJIT_PACKED_WHOLE_RUNS``): `nCdhw16c -> nCdhw8c` C = 8 lost its half-skipped
+    column to ``trim_skipped`` and fell to element loops, which convert lane by lane. A/B,
+    ratio to copy at 1 thread (2 threads), element loops -> packed: 64x8x28x299x7 f32 ->
+    bf16 1.07 (0.85) -> 0.88 (0.76), f32 -> s8 1.34 (1.11) -> 1.11 (1.01); 64x8x56x112
+    f32 -> s8 1.14 (0.92) -> 0.83 (0.74). Without a conversion the element loops were as
+    fast out of cache (a (3750656, 8) view of rows 16 apart 0.92 (0.96) against 1.07 (1.09)).
     """
     if run_bytes > 64 or 64 % run_bytes or run.dim is None or run.weight != 1:
         return None
     r = ir.dims[run.dim]
-    if r.write != run.extent or not 0 < r.valid < run.extent:
+    if r.write != run.extent or not 0 < r.valid <= run.extent:
         return None
+    if r.valid == run.extent and not (PACKED_WHOLE_RUNS and ir.operands[0].dtype != ir.operands[1].dtype):
+        return None  # whole runs of one type: LLVM's element loops move them as well
     ia = next((i for i, n in enumerate(nodes) if i != irun and n.strides[0] == run.extent
                and n.extent > 1), None)
     if ia is None or len(ir.operands) != 2 or any(s is None for s in nodes[ia].strides):

@@ -68,3 +68,20 @@ def test_outer_digit_steps_are_trimmed(monkeypatch, dims, stag, dtag, sdt, ddt, 
     k = lj.compiler.build(src, dst)
     for threads in ref.at_thread_counts((1, 2)):
         assert ref.kernel_matches_reference(k, seed=threads), k.plan.describe()
+
+
+@pytest.mark.parametrize("ddt, packed", [("s8", True), ("bf16", True), ("f32", False)])
+def test_whole_runs_pack_where_they_convert(monkeypatch, ddt, packed):
+    """C = 8 from 16c: trimmed, the 8c runs are the whole dim; converted, they pack into
+    lines (``_packed_padded_runs``), otherwise element loops move them."""
+    dims = (3, 8, 10, 13)
+    src, dst = M(dims, "f32", "nChw16c"), M(dims, ddt, "nChw8c")
+    p = lower_and_plan(src, dst, None)[1]
+    assert (p.tile is not None and p.tile.kind == "lines") == packed, p.describe()
+    monkeypatch.setattr(plan_mod, "PACKED_WHOLE_RUNS", False)
+    assert lower_and_plan(src, dst, None)[1].tile is None
+    k = lj.compiler.build(src, dst)
+    monkeypatch.setattr(plan_mod, "PACKED_WHOLE_RUNS", True)
+    k2 = lj.compiler.build(src, dst)
+    for kern in (k, k2):
+        ref.check_exact_at_offsets(kern, 5)
