@@ -28,7 +28,7 @@ CASES = [
     ((72, 20, 2, 3), "AcdB4b8a4b", "ABcd16b64a4b", "s8", "s8"),      # a: 72 of 128, b: 20 of 32
     ((16, 36, 5, 3), "ABcd4b16a4b", "ABcd16b16a4b", "u8", "u8"),     # a: 16 of 16, b: 36 of 48
     ((20, 24, 3, 5), "BcdA8b2a", "BcdA16a16b2a", "f32", "f32"),     # 8b x 2a (a: 20 of 32, b: 24 of 32)
-    ((30, 32, 64), "BcA64b2a", "BcA16b2a", "s8", "f32"),             # 16b x 2a (b: 32 of 64 skipped)
+    ((30, 48, 64), "BcA16b2a", "BcA64b2a", "f32", "s8"),             # 16b x 2a (b: 48 of 64, zeros)
 ]
 
 
@@ -104,8 +104,8 @@ def test_uniform_merge_switch(monkeypatch):
 
 @pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
     ((16, 30, 8, 16), "OIhw8i16o2i", "nchw", "f32", "f32"),    # i = 30 of 32: 2i is B
-    ((32, 14, 8, 16), "OIhw8i16o2i", "nchw", "u8", "bf16"),    # i = 14 of 16, converted
-    ((8, 24, 32, 4, 3), "BAcde4b8a8b4a", "aBdeC16c64b2c", "s8", "s8"),
+    ((32, 30, 8, 16), "OIhw8i16o2i", "nchw", "u8", "bf16"),    # converted
+    ((40, 24, 32, 4, 3), "BAcde4b8a8b4a", "aBdeC16c64b2c", "s8", "s8"),  # a = 40 of 64
 ])
 def test_cols_over_a_uniform_padded_b(dims, stag, dtag, sdt, ddt):
     """A cols tile (``TileSpec.c``) whose B is a uniform digit of a padded dim."""
