@@ -2591,6 +2591,10 @@ PREFETCH_ROWS = os.environ.get("LAYOUTJIT_PREFETCH", "1") != "0"
 PREFETCH_MAX_ROW = 4096
 PREFETCH_GROUP_ROWS = 64
 PREFETCH_MAX_BLOCK = 128 * 1024
+#: Tiles that write whole blocks prefetch their rows too, rows shorter than
+#: ``PREFETCH_MAX_BLOCK_ROW`` bytes (see ``_prefetch_rows``).
+PREFETCH_BLOCK_ROWS = os.environ.get("LAYOUTJIT_PREFETCH_BLOCK_ROWS", "1") != "0"
+PREFETCH_MAX_BLOCK_ROW = 2048
 #: Prefetched row groups write at least this many lines of each destination row per visit
 #: (``_with_prefetch_groups``; 0: off).
 PREFETCH_DST_LINES = int(os.environ.get("LAYOUTJIT_PREFETCH_DST_LINES", 2))
@@ -2641,21 +2645,30 @@ def _prefetch_rows(ir: LoopIR, tile: TileSpec) -> bool:
     or more stream well on their own. The next block must be close: blocks of at most
     ``PREFETCH_MAX_BLOCK`` (s8 nchw -> nhwc 56x56, 200-800 KB a group: 1.17 -> 1.32-1.48
     with prefetch; at 128 KB and below no loss was seen). Tiles that write whole blocks
-    (nchw -> nChw16c) read 16 rows a group and were helped on 14x14 (1.55 -> 1.27) but
-    hurt on 7x7 (1.00 -> 1.31) and 28x28 (0.80 -> 1.00): left out. Only with NT stores
+    (nchw -> nChw16c) read 16 rows a group; they were left out while their loads were
+    slower (helped on 14x14 1.55 -> 1.27, hurt on 7x7 1.00 -> 1.31 and 28x28 0.80 -> 1.00).
+    Measured again on the present tiles (``LAYOUTJIT_PREFETCH_BLOCK_ROWS``), without ->
+    with, A/B in one process: nchw -> nChw16c 256x512x7x7 1.54 -> 1.12 (1.22 -> 0.92),
+    64x512x14x14 1.22 -> 0.86 (0.99 -> 0.75), 64x256x17x17 0.99 -> 0.85 (0.95 -> 0.86),
+    f32 -> s8 14x14 1.42 -> 0.81 (1.29 -> 0.84), f32 -> bf16 7x7 1.68 -> 1.19 (1.97 ->
+    1.25), bf16 nchw -> nChw8c 128x1024x5x64 1.27 -> 0.77 (0.97 -> 0.71), ncw -> nCw16c
+    64x768x299 1.13-1.30 -> 0.87-1.04 (0.93-1.10 -> 0.74-0.88); rows of 3136 B were
+    mixed (28x28 f32 0.65 -> 0.76 (0.75 -> 0.72), u8 56x56 0.74 -> 0.85 (0.93 -> 0.88)),
+    so whole-block tiles take rows under ``PREFETCH_MAX_BLOCK_ROW``. Only with NT stores
     (data from memory). Rows of one or two tile steps are read in order already:
     f32 rows of 128 B (two steps of 16), without -> with prefetch, 1 thread (2 threads):
     nhwc -> nchw C=32 0.89 -> 1.70 (1.10 -> 1.32), nchw -> nhwc 4x8 planes 1.08 -> 1.99,
     ab -> ba 1000000x32 0.61 -> 1.13; three steps break even (C=40: 1.28 -> 1.18-1.28,
     2 threads 1.22-1.27 -> 0.98; C=48 equal), so the rule wants more than two.
     """
-    if (tile.kind != "transpose" or tile.rows_contiguous or tile.c is not None or tile.a2 is not None
-            or tile.b is None):
+    if (tile.kind != "transpose" or (tile.rows_contiguous and not PREFETCH_BLOCK_ROWS)
+            or tile.c is not None or tile.a2 is not None or tile.b is None):
         return False
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     ssz = ir.operands[1].dtype.size
+    max_row = PREFETCH_MAX_BLOCK_ROW if tile.rows_contiguous else PREFETCH_MAX_ROW
     return (_rows_follow(a, b) and 2 * tile.V < b.extent
-            and b.extent * ssz < PREFETCH_MAX_ROW and tile.R * b.extent * ssz <= PREFETCH_MAX_BLOCK)
+            and b.extent * ssz < max_row and tile.R * b.extent * ssz <= PREFETCH_MAX_BLOCK)
 
 
 def shift_prefetch(ir: LoopIR, tile: TileSpec) -> bool:

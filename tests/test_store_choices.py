@@ -409,7 +409,10 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
     ((2, 512, 30, 30), "nchw", "nhwc", "bf16", "bf16", (2, 1)),  # 128 KB blocks at most: 2 of 8 tiles
     ((1, 128, 48, 48), "nchw", "nhwc", "s8", "s8", 0),     # one tile's rows span 144 KB: left out
     ((2, 64, 8, 8), "nChw16c", "nchw", "f32", "f32", 0),   # rows one tile wide: read in order
-    ((2, 64, 14, 14), "nchw", "nChw16c", "f32", "f32", 0),  # tiles writing whole blocks: left out
+    # tiles writing whole blocks: rows under 2 KB (PREFETCH_MAX_BLOCK_ROW)
+    ((2, 64, 14, 14), "nchw", "nChw16c", "f32", "f32", 1),
+    ((2, 48, 299), "ncw", "nCw16c", "f32", "f32", 1),         # rows of 1196 B, off the lines
+    ((2, 64, 28, 28), "nchw", "nChw16c", "f32", "f32", 0),  # rows of 3136 B: left out
     ((1, 24, 40, 40), "nchw", "nhwc", "f32", "f32", 0),    # rows of 6.4 KB stream on their own
     # rows of two 16-float tile steps: read in order; four 8-float steps: prefetched (Zen 3,
     # 1024x32x28x28: 1.01x copy without, 0.78x with)
@@ -438,14 +441,14 @@ def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dt
     k = lj.compile_reorder(M(dims, sdt, stag), M(dims, ddt, dtag))
     p, t = k.plan, k.plan.tile
     m = _by_width(m, p)
-    lines = "C" in dtag and stag != "nchw"
+    lines = "C" in dtag and stag not in ("nchw", "ncw")
     assert p.nt and t.kind == ("lines" if lines else "transpose"), p.describe()
     assert p.prefetch == (m != 0) and ("= prefetch(" in k.source) == (m != 0), p.describe()
     if m:
         assert any(n.startswith("prefetch:") for n in p.notes), p.describe()
         assert t.M == m, p.describe()
         # the block: the group's rows x the row's bytes, from the descriptors' shapes
-        row = {"nhwc": dims[1], "ab": dims[1], "nchw": dims[-1] * dims[-2]}.get(stag, 16)
+        row = {"nhwc": dims[1], "ab": dims[1], "nchw": dims[-1] * dims[-2], "ncw": dims[-1]}.get(stag, 16)
         row_bytes = row * {"f32": 4, "bf16": 2, "s8": 1}[sdt]
         if not lines:
             assert p.prefetch_block == m * t.R * row_bytes, p.describe()
