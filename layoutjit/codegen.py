@@ -1133,6 +1133,17 @@ class KernelWriter:
                 for r in rows:
                     if r is not None:
                         self.w.put(dep3, f"{pfr}(src, {so} + {r + ahead + Vv - 1})")
+            rsp = self.plan.row_stream_prefetch
+            if rsp and rows is None and Rv and Vv and stage is None:
+                # the line `rsp` bytes ahead in each row, each row once a line: the tiles of
+                # one line's steps take turns over the rows
+                ssz = self.ops[1].dtype.size
+                lane = max(1, 64 // (V * ssz))
+                per = max(1, R // lane)
+                pfr = self._micro(("prefetch", 64, False))
+                sel = f"((({cexpr}) // {V}) % {lane}) * {per}" if lane > 1 else "0"
+                for j in range(per):
+                    self.w.put(dep3, f"{pfr}(src, {so} + ({sel} + {j}) * {sA} + {rsp // ssz})")
             if stage is not None:
                 ps = self._stage_pitch()
                 self._emit_transpose(dep3, so, f"sto + ({aexpr}) - {stage} + ({cexpr}) * {ps}", sA,

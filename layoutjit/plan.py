@@ -641,6 +641,35 @@ class Plan:
         return row_continuation(self.ir, t)
 
     @property
+    def row_stream_prefetch(self) -> int:
+        """Bytes ahead at which a tall transpose tile prefetches its long source rows, each
+        row once a line (0: none).
+
+        f32 -> s8 `ba -> ab` 1999x8192: 64x8 tiles read 32 B of 64 rows 7996 B apart, off
+        the lines; 64 streams are more than the hardware prefetchers follow, and the rows
+        are too long for the group prefetch (``PREFETCH_MAX_ROW``, ``PREFETCH_MAX_BLOCK``:
+        s8 `ba -> ab` 2999x8192, 64 rows of 2999 B, 3.30 (2.49) -> 2.32 (2.06)). A/B in one process,
+        ratio to copy at 1 thread (2 threads), without -> 512 B ahead: 2.27 (2.55) -> 1.36
+        (1.43), f32 -> u8 2.11 (2.46) -> 1.35 (1.54) (oneDNN 2.55 (2.06)); 256 B and 1 KB
+        ahead measured 1.49 and 1.42. Rows on the lines lost (f32 -> u8 `ab -> ba`
+        4096x8192 1.24 (1.30) -> 1.59 (1.40), u8 1.49 -> 1.60 at 1 thread, f32 8192x4096
+        (16-row tiles) 0.87 (0.72) -> 0.98 (0.91)), and staged plans gained nothing (f32 ->
+        s8 3001x2999). ``LAYOUTJIT_ROW_STREAM_PREFETCH=0`` turns it off."""
+        t = self.tile
+        if (not ROW_STREAM_PREFETCH or t is None or t.kind != "transpose" or not self.nt
+                or self.prefetch or self.shifted or self.panel or self.row_stage or self.cols_stage):
+            return 0
+        if t.a2 is not None or t.c is not None or t.l is not None or t.b is None:
+            return 0
+        a, b = self.ir.nodes[t.a], self.ir.nodes[t.b]
+        ssz = self.ir.operands[1].dtype.size
+        if t.R < ROW_STREAM_MIN_ROWS or b.strides[1] != 1 or a.strides[1] is None:
+            return 0
+        if (a.strides[1] * ssz) % 64 == 0 or b.extent * ssz < ROW_STREAM_MIN_ROW_BYTES:
+            return 0
+        return ROW_STREAM_AHEAD
+
+    @property
     def prefetch_l2(self) -> bool:
         """Whether the prefetches go to L2 only: large blocks (``PREFETCH_L1_MAX_BLOCK``),
         panels (:func:`panel_prefetch`), register-tile transposes whose source rows are off
@@ -785,6 +814,9 @@ class Plan:
         if self.prefetch:
             lines.append(f"prefetch: {self.prefetch_block} B per row group, one group ahead, to "
                          + ("L2 only" if self.prefetch_l2 else "all cache levels"))
+        if self.row_stream_prefetch:
+            lines.append(f"prefetch: each tile's source rows, {self.row_stream_prefetch} B ahead, "
+                         "each row once a line (long rows off the lines)")
         if self.row_prefetch:
             lines.append(f"prefetch: each tile's source rows, {self.row_prefetch} elements ahead "
                          f"(where the next step of an outer loop continues them)")
@@ -2591,6 +2623,12 @@ PREFETCH_ROWS = os.environ.get("LAYOUTJIT_PREFETCH", "1") != "0"
 PREFETCH_MAX_ROW = 4096
 PREFETCH_GROUP_ROWS = 64
 PREFETCH_MAX_BLOCK = 128 * 1024
+#: Tall tiles (at least ROW_STREAM_MIN_ROWS rows) of long source rows off the lines prefetch
+#: each row ROW_STREAM_AHEAD bytes ahead (``Plan.row_stream_prefetch``).
+ROW_STREAM_PREFETCH = os.environ.get("LAYOUTJIT_ROW_STREAM_PREFETCH", "1") != "0"
+ROW_STREAM_MIN_ROWS = 32
+ROW_STREAM_MIN_ROW_BYTES = 1024
+ROW_STREAM_AHEAD = 512
 #: Tiles that write whole blocks prefetch their rows too, rows shorter than
 #: ``PREFETCH_MAX_BLOCK_ROW`` bytes (see ``_prefetch_rows``).
 PREFETCH_BLOCK_ROWS = os.environ.get("LAYOUTJIT_PREFETCH_BLOCK_ROWS", "1") != "0"
