@@ -358,8 +358,9 @@ def trim_skipped(ir: LoopIR) -> LoopIR:
     (0.79-0.82); `ABcd4b16a4b -> abcd` b = 8 12x8x128x384 1.40 (1.55) -> 0.81 (0.70);
     s8 `ABc16b64a2b -> ABc8a16b2a` 48x1024x1024 4.77 (4.25) -> 4.28 (2.76); f32 -> u8
     `nCdhw16c -> nCdhw8c` C = 3 1.18-1.20 (1.18-1.27) -> 1.01-1.24 (0.87-0.96). 23 of 909
-    listed pairs changed; C = 8 (`nCdhw16c -> nCdhw8c`, no padding left: element loops
-    instead of a half-skipped "lines" tile) and three others moved within the noise."""
+    listed pairs changed; three moved within the noise, and C = 8 (`nCdhw16c ->
+    nCdhw8c`, no padding left) lost its half-skipped "lines" tile: element loops where
+    the types match, packed runs where they convert (``_packed_padded_runs``)."""
     count: dict[int, int] = {}
     for n in ir.nodes:
         if n.dim is not None:
@@ -646,15 +647,15 @@ class Plan:
         row once a line (0: none).
 
         f32 -> s8 `ba -> ab` 1999x8192: 64x8 tiles read 32 B of 64 rows 7996 B apart, off
-        the lines; 64 streams are more than the hardware prefetchers follow, and the rows
-        are too long for the group prefetch (``PREFETCH_MAX_ROW``, ``PREFETCH_MAX_BLOCK``:
-        s8 `ba -> ab` 2999x8192, 64 rows of 2999 B, 3.30 (2.49) -> 2.32 (2.06)). A/B in one process,
-        ratio to copy at 1 thread (2 threads), without -> 512 B ahead: 2.27 (2.55) -> 1.36
-        (1.43), f32 -> u8 2.11 (2.46) -> 1.35 (1.54) (oneDNN 2.55 (2.06)); 256 B and 1 KB
-        ahead measured 1.49 and 1.42. Rows on the lines lost (f32 -> u8 `ab -> ba`
-        4096x8192 1.24 (1.30) -> 1.59 (1.40), u8 1.49 -> 1.60 at 1 thread, f32 8192x4096
-        (16-row tiles) 0.87 (0.72) -> 0.98 (0.91)), and staged plans gained nothing (f32 ->
-        s8 3001x2999). ``LAYOUTJIT_ROW_STREAM_PREFETCH=0`` turns it off."""
+        the lines; 64 streams are more than the hardware prefetchers follow, and a group
+        of them is too large for the group prefetch (``PREFETCH_MAX_ROW``,
+        ``PREFETCH_MAX_BLOCK``). A/B in one process, ratio to copy at 1 thread (2 threads),
+        without -> 512 B ahead: 2.27 (2.55) -> 1.36 (1.43), f32 -> u8 2.11 (2.46) -> 1.35
+        (1.54) (oneDNN 2.55 (2.06)), s8 2999x8192 (64 rows of 2999 B) 3.30 (2.49) -> 2.32
+        (2.06); 256 B and 1 KB ahead measured 1.49 and 1.42. Rows on the lines lost (f32
+        -> u8 `ab -> ba` 4096x8192 1.24 (1.30) -> 1.59 (1.40), u8 1.49 -> 1.60 at 1 thread,
+        f32 8192x4096 (16-row tiles) 0.87 (0.72) -> 0.98 (0.91)), and staged plans gained
+        nothing (f32 -> s8 3001x2999). ``LAYOUTJIT_ROW_STREAM_PREFETCH=0`` turns it off."""
         t = self.tile
         if (not ROW_STREAM_PREFETCH or t is None or t.kind != "transpose" or not self.nt
                 or self.prefetch or self.shifted or self.panel or self.row_stage or self.cols_stage):

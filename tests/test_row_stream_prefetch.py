@@ -2,11 +2,11 @@
 
 f32 -> s8 `ba -> ab` 1999x8192: 64x8 tiles read 32 B of 64 rows 7996 B apart, off the
 lines; the hardware prefetchers do not follow 64 such streams, and a group of them is too
-large for the group prefetch. Each tile call prefetches,
-512 B ahead, the rows of its share (the calls of one line's column steps take turns over
-the rows). Checked: the plans that take it and those that do not (rows on the lines, short
-tiles, rows that the group prefetch reads, the switch), the prefetches in the generated
-source, and every byte with tails in both directions at 1 and 2 threads.
+large for the group prefetch. Each tile call prefetches, 512 B ahead, the rows of its
+share (the calls of one line's column steps take turns over the rows). Checked: the plans
+that take it and those that do not (rows on the lines, 16-row tiles, rows that the group
+prefetch reads, short rows, the switch), the prefetches in the generated source, and every
+byte (column tails included) at 1 and 2 threads.
 """
 from __future__ import annotations
 
