@@ -351,7 +351,7 @@ def trim_skipped(ir: LoopIR) -> LoopIR:
     plans read a padded block whole (`nCw8c -> ncw` C=7: 0.84 -> 1.36 when trimmed).
 
     A dim split in several nodes loses the outer digit's skipped steps the same way
-    (``_whole_steps_skipped``, ``LAYOUTJIT_TRIM_OUTER_STEPS``): `nChw16c -> nChw8c` C = 7
+    (``_outermost_digit``, ``LAYOUTJIT_TRIM_OUTER_STEPS``): `nChw16c -> nChw8c` C = 7
     had walked both halves of every 16c block, the second a column of nothing, so no call
     wrote whole lines (plain stores); trimmed, the 8c runs pack into NT lines. A/B, ratio
     to copy at 1 thread (2 threads): 32x7x299x299 0.96-1.02 (1.00-1.06) -> 0.82-0.85
@@ -361,18 +361,14 @@ def trim_skipped(ir: LoopIR) -> LoopIR:
     listed pairs changed; three moved within the noise, and C = 8 (`nCdhw16c ->
     nCdhw8c`, no padding left) lost its half-skipped "lines" tile: element loops where
     the types match, packed runs where they convert (``_packed_padded_runs``)."""
-    count: dict[int, int] = {}
-    for n in ir.nodes:
-        if n.dim is not None:
-            count[n.dim] = count.get(n.dim, 0) + 1
     dims = list(ir.dims)
     nodes = list(ir.nodes)
     for i, n in enumerate(nodes):
         d = n.dim
-        if d is None or 1 in n.strides:  # unit strides: tile nodes, kept
-            continue
-        if count[d] != 1 and not (TRIM_OUTER_STEPS and _whole_steps_skipped(n, d, nodes)):
-            continue
+        if d is None or 1 in n.strides or not _outermost_digit(n, nodes):
+            continue  # (unit strides: tile nodes, kept)
+        if not TRIM_OUTER_STEPS and any(m.dim == d and m is not n for m in nodes):
+            continue  # (switched off: dims held by one node only)
         r = dims[d]
         e = -(-r.write // n.weight)
         if r.write < r.extent and n.extent * n.weight == r.extent and e < n.extent:
@@ -387,11 +383,12 @@ def trim_skipped(ir: LoopIR) -> LoopIR:
 TRIM_OUTER_STEPS = os.environ.get("LAYOUTJIT_TRIM_OUTER_STEPS", "1") != "0"
 
 
-def _whole_steps_skipped(n: Node, d: int, nodes: list[Node]) -> bool:
-    """Whether ``n`` is the outer digit of a dim split in several nodes, whose steps past
-    the destination's padded size hold nothing but skipped indices (``nChw16c -> nChw8c``
-    with C = 7: the second half of every 16c block is read by no destination byte)."""
-    return all(m is n or m.dim != d or m.weight * m.extent <= n.weight for m in nodes)
+def _outermost_digit(n: Node, nodes: list[Node]) -> bool:
+    """Whether ``n`` is its dim's heaviest node (the whole dim where it is the only one):
+    its steps past the destination's padded size hold nothing but skipped indices
+    (``nChw16c -> nChw8c`` with C = 7: the second half of every 16c block is read by no
+    destination byte)."""
+    return all(m is n or m.dim != n.dim or m.weight * m.extent <= n.weight for m in nodes)
 
 
 def order_by_dst(ir: LoopIR) -> LoopIR:

@@ -56,7 +56,7 @@ def test_trimmed_jobs_are_all_live():
 ])
 def test_outer_digit_steps_are_trimmed(monkeypatch, dims, stag, dtag, sdt, ddt, d, steps):
     """A dim split in several nodes loses the outer digit's steps that hold only skipped
-    indices (``_whole_steps_skipped``); without the rule the plan keeps them."""
+    indices (``plan._outermost_digit``); without the rule the plan keeps them."""
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
     src, dst = M(dims, sdt, stag), M(dims, ddt, dtag)
     plan = lower_and_plan(src, dst, None)[1]
