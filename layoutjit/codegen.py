@@ -1525,7 +1525,8 @@ class KernelWriter:
             nuni += 1
 
         def emit_group(dep: int, gr: list, base: str, uniform: bool) -> None:
-            if in_regs and len(gr) > 1 and A.extent > B.extent and t.R <= ROWS_INNER_MAX_RUNS:
+            if (in_regs and len(gr) > 1 and A.extent > B.extent and t.R <= ROWS_INNER_MAX_RUNS
+                    and B.extent <= ROWS_INNER_MAX_COLS):
                 # the shorter node innermost: each row's few runs in turn (nhwc -> nChw16c:
                 # a pixel's 7 blocks, read in order, one line to each plane; C=100: 1.5-2.3x
                 # copy -> 1.5-1.7x; C=256 with NT: 0.98 -> 0.94). With the rows the shorter
@@ -1533,7 +1534,8 @@ class KernelWriter:
                 # pixel is written whole (0.62-0.71x copy; rows outer 1.48-1.55x). Calls that
                 # pack several runs into a line (f32 -> bf16/s8 into nChw16c) keep the
                 # columns outer too: each plane then gets M lines in a row (nhwc -> nChw16c,
-                # C=256, 1 thread: bf16 1.7x copy -> 1.2x, s8 1.95x -> 1.75x).
+                # C=256, 1 thread: bf16 1.7x copy -> 1.2x, s8 1.95x -> 1.75x). Rows of more
+                # than ROWS_INNER_MAX_COLS runs keep the columns outer as well.
                 for ch in gr:
                     emit_columns(dep, [ch], base, gr[0][0])
                 return
@@ -1887,6 +1889,16 @@ class KernelWriter:
 
 #: Runs-kind tiles gathering at most this many runs per call walk each row's runs innermost.
 ROWS_INNER_MAX_RUNS = 1
+#: ... when a row has at most this many runs (columns). A row of more writes one line to each
+#: of as many destination planes, and the planes' lines are then written far apart in time:
+#: the columns go outer instead, each plane getting the macro group's lines in a row.
+#: ``LAYOUTJIT_ROWS_INNER_MAX_COLS`` for A/B runs. Zen 3 (AVX2), ratio to copy at 1 thread
+#: (2 threads), rows inner -> columns outer, `nhwc -> nChw16c` f32: C=1024 (64 runs)
+#: 16x1024x17x3x112 (5-D) 1.57 -> 1.04 (0.90 -> 0.68), bf16 -> f32 1.80 -> 1.16 (0.99 ->
+#: 0.73); C=512 16x512x28x56 1.32 -> 0.66 (1.01 -> 0.71); C=384 1.10 -> 0.96 (1.10 -> 0.89);
+#: C=320 1.37 -> 0.93 (0.93 -> 0.89); C=256 (16 runs) 0.83-0.93 -> 0.80-0.81 (0.70-0.77 ->
+#: 0.69-0.79), a draw; C=192 (12) 0.84 -> 0.95 (0.85 -> 1.09) and C=100, 128, 160 lost too.
+ROWS_INNER_MAX_COLS = int(os.environ.get("LAYOUTJIT_ROWS_INNER_MAX_COLS", 16))
 
 
 def generate(plan: Plan, epilogue: Epilogue, title: str = "") -> str:
