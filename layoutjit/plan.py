@@ -2490,7 +2490,17 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
     if any(n.strides[0] is None or n.strides[1] is None for n in ir.nodes):
         return False
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
-    return a.strides[0] == 1 and b.strides[1] == 1 and a.extent >= 2 * group
+    return (a.strides[0] == 1 and b.strides[1] == 1 and a.extent >= 2 * group
+            and a.extent * dsz >= SHIFT_MIN_ROW_BYTES)
+
+
+#: Shifted transposes only for destination rows of at least this many bytes
+#: (``LAYOUTJIT_SHIFT_MIN_ROW_BYTES=0``: any, for A/B runs). A row of a few lines is mostly
+#: its partial first and last line, stored plainly either way; the realignment then costs
+#: more than its few NT lines gain, and plain tiles straight into the rows win. Zen 3 (AVX2),
+#: one process, ratio to copy at 1 thread (2 threads), shifted -> plain: `gOIhw16i16o ->
+#: goihw` 64x384x4x7x7 f32 (rows of 196 B) 1.98 -> 1.00 (1.47 -> 0.77).
+SHIFT_MIN_ROW_BYTES = int(os.environ.get("LAYOUTJIT_SHIFT_MIN_ROW_BYTES", 512))
 
 
 #: Whether NT transposes of short source rows that follow one another read half lines

@@ -21,6 +21,12 @@ import reference as ref
 M = lj.MemoryDesc
 
 
+@pytest.fixture(autouse=True)
+def _short_rows_shift(monkeypatch):
+    """The small shapes here have rows under SHIFT_MIN_ROW_BYTES: let them realign."""
+    monkeypatch.setattr(plan_mod, "SHIFT_MIN_ROW_BYTES", 0)
+
+
 @pytest.fixture(scope="module")
 def shifted_nt(request):
     mp = pytest.MonkeyPatch()
@@ -149,3 +155,17 @@ def test_stage_path_without_the_register_path(shifted_nt, monkeypatch):
     y = raw[a0:a0 + d.get_size()].view(np.float32)
     k(x, y)
     np.testing.assert_array_equal(y.reshape(67, 89), x.reshape(89, 67).T)
+
+
+def test_short_rows_store_plainly(shifted_nt, monkeypatch):
+    """Rows of a few lines (``SHIFT_MIN_ROW_BYTES``) are not realigned: `gOIhw16i16o ->
+    goihw` with 7x7 planes writes rows of 49 f32 (196 B), mostly partial lines."""
+    monkeypatch.setattr(plan_mod, "SHIFT_MIN_ROW_BYTES", 512)
+    s, d = M((2, 32, 4, 7, 7), "f32", "gOIhw16i16o"), M((2, 32, 4, 7, 7), "f32", "goihw")
+    k = lj.compiler.build(s, d)  # not the in-memory cache: the plan changes with the limit
+    assert not k.plan.shifted and not k.plan.panel, k.plan.describe()
+    assert k.plan.tile.kind == "transpose"
+    monkeypatch.setattr(plan_mod, "SHIFT_MIN_ROW_BYTES", 0)
+    assert lj.compiler.build(s, d).plan.shifted
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads)
