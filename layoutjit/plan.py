@@ -2474,7 +2474,8 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
     Needs: a register-tile transpose (not whole blocks), only src and dst, a
     destination of 2, 4 or 8-byte elements whose row group (R*M elements) is a
     whole number of lines, no padding or index-computed offsets anywhere, and
-    rows of at least two groups (else there is little to realign).
+    rows of at least two groups and ``SHIFT_MIN_ROW_BYTES`` (else there is little to
+    realign).
     """
     if not _two_node_transpose(ir, tile) or tile.b is None:
         return False
@@ -2499,7 +2500,8 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
 #: its partial first and last line, stored plainly either way; the realignment then costs
 #: more than its few NT lines gain, and plain tiles straight into the rows win. Zen 3 (AVX2),
 #: one process, ratio to copy at 1 thread (2 threads), shifted -> plain: `gOIhw16i16o ->
-#: goihw` 64x384x4x7x7 f32 (rows of 196 B) 1.98 -> 1.00 (1.47 -> 0.77).
+#: goihw` 64x384x4x7x7 f32 (rows of 196 B) 1.98 -> 1.00 (1.47 -> 0.77); with I = 16 (the
+#: same rows) a draw, 0.93 -> 1.03 (0.93 -> 0.86).
 SHIFT_MIN_ROW_BYTES = int(os.environ.get("LAYOUTJIT_SHIFT_MIN_ROW_BYTES", 512))
 
 
