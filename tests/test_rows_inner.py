@@ -28,7 +28,7 @@ def _jobs(monkeypatch):
 
 
 def _column_loops(source: str) -> int:
-    """Column loops of the kernel's main (aligned or only) branch."""
+    """Column loops in the kernel's body (every branch: aligned and not)."""
     body = source[source.index("def kernel"):]
     return len(re.findall(r"for c\d+ in range\(0, \d+\):", body))
 
