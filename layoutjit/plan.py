@@ -654,11 +654,10 @@ class Plan:
         f32 8192x4096 (16-row tiles) 0.87 (0.72) -> 0.98 (0.91)), and staged plans gained
         nothing (f32 -> s8 3001x2999). ``LAYOUTJIT_ROW_STREAM_PREFETCH=0`` turns it off."""
         t = self.tile
-        if (not ROW_STREAM_PREFETCH or t is None or t.kind != "transpose" or not self.nt
+        if (not ROW_STREAM_PREFETCH or t is None or not _two_node_transpose(self.ir, t) or not self.nt
                 or self.prefetch or self.shifted or self.panel or self.row_stage or self.cols_stage):
             return 0
-        if t.a2 is not None or t.c is not None or t.l is not None or t.b is None:
-            return 0
+        assert t.b is not None
         a, b = self.ir.nodes[t.a], self.ir.nodes[t.b]
         ssz = self.ir.operands[1].dtype.size
         if t.R < ROW_STREAM_MIN_ROWS or b.strides[1] != 1 or a.strides[1] is None:
