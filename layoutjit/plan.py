@@ -2471,15 +2471,17 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
     """Whether a transpose can realign its destination rows onto whole lines (``Plan.shifted``).
 
     Needs: a register-tile transpose (not whole blocks), only src and dst, a
-    destination of 2, 4 or 8-byte elements whose row group (R*M elements) is a
+    destination of 1, 2, 4 or 8-byte elements whose row group (R*M elements) is a
     whole number of lines, no padding or index-computed offsets anywhere, and
     rows of at least two groups and ``SHIFT_MIN_ROW_BYTES`` (else there is little to
-    realign).
+    realign); 1-byte destinations also at least ``SHIFT_MIN_BYTE_ROWS`` rows (B).
     """
     if not _two_node_transpose(ir, tile) or tile.b is None:
         return False
     dsz = ir.operands[0].dtype.size
-    if dsz not in (2, 4, 8):
+    if dsz not in (1, 2, 4, 8):
+        return False
+    if dsz == 1 and ir.nodes[tile.b].extent < SHIFT_MIN_BYTE_ROWS:
         return False
     q = 64 // dsz
     group = shift_rows(ir, tile)
@@ -2502,6 +2504,20 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
 #: goihw` 64x384x4x7x7 f32 (rows of 196 B) 1.98 -> 1.00 (1.47 -> 0.77); with I = 16 (the
 #: same rows) a draw, 0.93 -> 1.03 (0.93 -> 0.86).
 SHIFT_MIN_ROW_BYTES = int(os.environ.get("LAYOUTJIT_SHIFT_MIN_ROW_BYTES", 512))
+
+#: 1-byte destinations (a line is 64 rows of the tile) realign only when a job writes at
+#: least this many rows (B's extent): with 8 the plain tiles finish each row's partial lines
+#: from cache at once and the realignment's stage and carry copies cost more than the
+#: write-allocate reads they save. Zen 3 (AVX2), one process, ratio to copy at 1 thread
+#: (2 threads), plain -> realigned: s8 `nhwc -> nchw` 16x96x299x56 3.44-3.67 -> 1.39-1.47
+#: (2.56-2.75 -> 1.05-1.09), 64x512x112x14 1.61 -> 1.02 (1.62 -> 1.20), 64x16x299x57 1.07
+#: -> 0.84 (1.33 -> 1.01); f32 -> u8 `nhwc -> nchw` C = 32 2.36 -> 1.47 (2.19 -> 1.48);
+#: f32 -> s8 `ndhwc -> ncdhw` C = 48 2.54 -> 1.35 (2.22 -> 1.38), `nhwc -> nchw` C = 96 3.41
+#: -> 2.09 (2.37 -> 1.78), `nChw16c -> nchw` 8x256x299x56 1.01 -> 1.09 (0.91 -> 1.11); u8 `nChw16c -> nchw`
+#: 64x96x32x299 1.49-1.59 -> 1.28-1.39 (1.35-1.37 -> 1.01-1.05); with 8 rows: u8 `nhwc ->
+#: nchw` C = 8 0.83 -> 1.05 (1.06 -> 1.06), f32 -> s8 `nChw8c -> nchw` 2x768x299x224 1.93
+#: -> 2.79-2.86 (0.88-1.05 -> 1.23-1.30), s8 `nChw8c -> nchw` 0.83 -> 0.96 (0.84 -> 0.88).
+SHIFT_MIN_BYTE_ROWS = int(os.environ.get("LAYOUTJIT_SHIFT_MIN_BYTE_ROWS", 16))
 
 
 #: Whether NT transposes of short source rows that follow one another read half lines

@@ -37,20 +37,23 @@ def shifted_nt(request):
 
 
 CASES = [
-    ((97, 131), "ab", "ba", "f32", "f32"),        # register path (tile_shift) + edges
-    ((3, 50, 37), "abc", "acb", "s32", "s32"),    # outer loop, partial blocks
-    ((70, 45), "ab", "ba", "f32", "bf16"),        # 2-byte lines (32 elements), conversion
-    ((41, 23), "ab", "ba", "f64", "f64"),         # 8-byte elements
-    ((66, 19), "ab", "ba", "bf16", "bf16"),
-    ((2, 9, 35, 21), "abcd", "abdc", "f32", "s8"),  # 1-byte dst: not shifted (checked below)
+    ((97, 131), "ab", "ba", "f32", "f32", True),        # register path (tile_shift) + edges
+    ((3, 50, 37), "abc", "acb", "s32", "s32", True),    # outer loop, partial blocks
+    ((70, 45), "ab", "ba", "f32", "bf16", True),        # 2-byte lines (32 elements), conversion
+    ((41, 23), "ab", "ba", "f64", "f64", True),         # 8-byte elements
+    ((66, 19), "ab", "ba", "bf16", "bf16", True),
+    ((2, 150, 37), "abc", "acb", "s8", "s8", True),     # 1-byte lines: 64 rows a group, stage only
+    ((2, 139, 20), "abc", "acb", "f32", "u8", True),    # 1-byte, narrowed; 20 rows, tail block
+    ((2, 150, 8), "abc", "acb", "u8", "u8", False),     # 1-byte, 8 rows: SHIFT_MIN_BYTE_ROWS
+    ((2, 9, 35, 21), "abcd", "abdc", "f32", "s8", False),  # 1-byte rows of 35: under two groups
 ]
 
 
-@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
-def test_shifted_transpose_is_exact(shifted_nt, dims, stag, dtag, sdt, ddt):
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt,shifted", CASES)
+def test_shifted_transpose_is_exact(shifted_nt, dims, stag, dtag, sdt, ddt, shifted):
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
     k = lj.compile_reorder(s, d)
-    assert k.plan.shifted == (d.dtype.size in (2, 4, 8)), k.plan.describe()
+    assert k.plan.shifted == shifted, k.plan.describe()
     rng = np.random.default_rng(sum(dims))
     x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
     n = d.get_size()
