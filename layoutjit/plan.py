@@ -306,6 +306,9 @@ ALIASED_L2_STREAMS = int(os.environ.get("LAYOUTJIT_ALIASED_L2_STREAMS", 16))
 SHORT_ROW_STREAMS = int(os.environ.get("LAYOUTJIT_SHORT_ROW_STREAMS", 16))
 SHORT_ROW_MAX_BYTES = 256
 SHORT_ROW_FAR_BYTES = 4096  # source rows at least a page apart: one stream each
+#: ... and also into longer destination rows whose length is not a multiple of this many
+#: bytes (0: off); see ``_short_rows_from_far_rows``.
+ODD_ROW_PERIOD = int(os.environ.get("LAYOUTJIT_ODD_ROW_PERIOD", 512))
 #: Bytes of the source rows by which the second row tile of a macro tile runs ahead of the
 #: first where ``skewed_tiles`` applies (``LAYOUTJIT_SKEW_BYTES``; 0: off).
 SKEW_BYTES = int(os.environ.get("LAYOUTJIT_SKEW_BYTES", 2048))
@@ -1352,7 +1355,8 @@ def _l2_aliased_rows(ir: LoopIR, a: Node, b: Node, ssz: int, dsz: int) -> bool:
 
 
 def _short_rows_from_far_rows(ir: LoopIR, a: Node, b: Node, ssz: int, dsz: int) -> bool:
-    """Whether an NT transpose reads separate source streams into short destination rows.
+    """Whether an NT transpose reads separate source streams into short destination rows,
+    or into rows whose length is not a multiple of ``ODD_ROW_PERIOD`` bytes.
 
     Each source row (A's source stride at least a page apart) is a stream of its own;
     with destination rows of at most ``SHORT_ROW_MAX_BYTES``, 16 rows already write a
@@ -1360,13 +1364,23 @@ def _short_rows_from_far_rows(ir: LoopIR, a: Node, b: Node, ssz: int, dsz: int) 
     than the lines they add. Zen 3 (AVX2), nchw -> nhwc f32, 411 MB of traffic, ratio
     to copy at 1 thread (2 threads), 32 rows -> 16: C=32 112x112 1.50 -> 0.85 (0.59 ->
     0.60), C=64 1.44 -> 1.15 (0.74 -> 0.75), 8x64x112x112 (51 MB) 0.90 -> 0.77 (0.83 ->
-    0.80). Not for longer rows: C=128 1.50 -> 2.06 (0.74 -> 0.95), C=512 56x56 1.75 ->
-    2.13 (0.89 -> 1.11); C=256 56x56 even.
+    0.80). Not for rows of a multiple of 512 B: C=128 1.50 -> 2.06 (0.74 -> 0.95), C=512
+    56x56 1.75 -> 2.13 (0.89 -> 1.11); C=256 56x56 even. Other lengths gain (A/B in one
+    process, f32, same ratios): nchw -> nhwc C=96 16x96x364x112 1.47-1.52 -> 0.87-0.97
+    (0.85-0.90 -> 0.59-0.69), 16x96x112x112 0.76-0.78 -> 0.46-0.53 (0.78 -> 0.64), C=160
+    112x112 0.75-0.82 -> 0.49-0.50 (0.74 -> 0.61), C=80, 112 224x224 0.73-0.74 -> 0.54-0.55
+    (0.78-0.85 -> 0.60-0.64), C=144 150x150 0.71 -> 0.51 (0.88 -> 0.63), C=240 56x56 0.94
+    -> 0.74 (0.89 -> 0.75); ncdhw -> ndhwc 4x96x32x56x56 0.77 -> 0.54 (0.83 -> 0.65),
+    16x96x28x13x112 1.52 -> 0.86 (0.79 -> 0.61); ab -> ba 2000x6000 0.82 -> 0.54 (0.92 ->
+    0.79), 3000x4000 1.10 -> 1.15 (0.80 -> 0.82), 3001x2999 1.01 -> 0.98 (0.81 -> 0.87).
+    Blocked sources (``nChw16c -> nchw``: rows 64 B apart) are not far rows and keep 32
+    (there 16 lost: 32x256x56x56 0.70 -> 0.81).
     """
     if not SHORT_ROW_STREAMS or a.strides[1] is None or b.strides[0] is None:
         return False
-    return (abs(a.strides[1]) * ssz >= SHORT_ROW_FAR_BYTES and abs(b.strides[0]) * dsz <= SHORT_ROW_MAX_BYTES
-            and _transpose_takes_nt(ir, ssz, dsz))
+    row = abs(b.strides[0]) * dsz
+    short = row <= SHORT_ROW_MAX_BYTES or bool(ODD_ROW_PERIOD and row % ODD_ROW_PERIOD)
+    return abs(a.strides[1]) * ssz >= SHORT_ROW_FAR_BYTES and short and _transpose_takes_nt(ir, ssz, dsz)
 
 
 #: Columns (destination rows) a transpose's tile takes at most where its destination rows

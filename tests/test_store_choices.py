@@ -308,13 +308,17 @@ def test_macro_tiles_read_about_32_rows(dims, stag, dtag, sdt, ddt, m):
     ((2, 64, 32, 40), True),    # rows 5 KB apart into rows of 256 B: 16 rows, a quarter of each
     ((2, 48, 32, 40), True),    # 192 B: the last tile holds 16 of 48 rows
     ((2, 128, 32, 40), False),  # 512 B: READ_STREAMS rows
+    ((2, 384, 32, 40), False),  # 1.5 KB: a multiple of ODD_ROW_PERIOD
+    ((2, 96, 32, 40), True),    # 384 B: not a multiple of 512 B (ODD_ROW_PERIOD)
+    ((2, 160, 32, 40), True),   # 640 B
     ((2, 64, 8, 40), False),    # source rows 1280 B apart: READ_STREAMS rows (and more)
 ])
 def test_far_rows_into_short_rows_read_sixteen_at_a_time(monkeypatch, dims, applies):
     """An NT transpose whose source rows are a page or more apart (one stream each) reads
-    SHORT_ROW_STREAMS rows side by side into destination rows of at most 256 B, where it
-    would read 32; other plans are the same with the rule off. Exact at 1 and 2 threads,
-    aligned and misaligned destinations."""
+    SHORT_ROW_STREAMS rows side by side into destination rows of at most 256 B or of a
+    length that is not a multiple of ODD_ROW_PERIOD, where it would read 32; other plans
+    are the same with the rule off. Exact at 1 and 2 threads, aligned and misaligned
+    destinations."""
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
     monkeypatch.setattr(plan_mod, "NT_TUNE", False)
@@ -329,6 +333,10 @@ def test_far_rows_into_short_rows_read_sixteen_at_a_time(monkeypatch, dims, appl
         assert (p.tile.R, p.tile.M, off.tile.M) == (16, 1, 2), p.describe()
     else:
         assert p.tile == off.tile and p.tile.M >= 2, p.describe()
+    if dims[1] * 4 > plan_mod.SHORT_ROW_MAX_BYTES:  # the odd-length half of the rule alone
+        monkeypatch.setattr(plan_mod, "SHORT_ROW_STREAMS", 16)
+        monkeypatch.setattr(plan_mod, "ODD_ROW_PERIOD", 0)
+        assert lj.compiler.lower_and_plan(src, dst, None)[1].tile == off.tile
     _exact_into_guarded(k, sum(dims))
 
 
