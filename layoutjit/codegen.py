@@ -387,7 +387,8 @@ class KernelWriter:
         the rest (< q elements) in ``carry`` for the next group. A row's first
         partial line (group 0) and its last elements (last group) are plain
         stores. A destination not aligned to its element size gets the tiles
-        written straight into it with plain stores (same jobs).
+        written straight into it with plain stores (same jobs), as do the calls that
+        ask for plain stores where the plan times both (``Plan.nt_tune``).
         """
         p, w = self.plan, self.w
         t, A, B, outer, nbb, nfull, btail = self._staged_nodes()
@@ -426,7 +427,16 @@ class KernelWriter:
             self._block_cases(dep, nfull, btail, group)
 
         w.put(depth, "dbase = dst.ctypes.data")
-        w.put(depth, f"aligned = dbase % {dsz} == 0")
+        ask = ""
+        if p.nt_tune:
+            # the launcher picks realigned NT lines or plain tiles (store_choice.py): jobs
+            # offset by the job count ask for the realigned lines
+            w.put(depth, f"ntq = lo >= {p.jobs}")
+            w.put(depth, "if ntq:")
+            w.put(depth + 1, f"lo -= {p.jobs}")
+            w.put(depth + 1, f"hi -= {p.jobs}")
+            ask = " and ntq"
+        w.put(depth, f"aligned = dbase % {dsz} == 0{ask}")
         w.put(depth, f"de = dbase // {dsz}")
         w.put(depth, f"stage = np.empty({t.V * row}, np.{numba_type(self.ops[0].dtype)})")
         w.put(depth, f"carry = np.empty({pb * t.V * q}, np.{numba_type(self.ops[0].dtype)})")

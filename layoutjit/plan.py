@@ -781,7 +781,9 @@ class Plan:
                          "stage, and every row's elements are realigned (a carry of under one line per row "
                          "between row groups) so that all but a row's first and last line are written as "
                          f"whole aligned non-temporal lines; {self.shift_panel * (t.V if t else 0)} rows per panel, "
-                         f"source rows in groups of {shift_rows(self.ir, t) if t else 0}")
+                         f"source rows in groups of {shift_rows(self.ir, t) if t else 0}"
+                         + ("; or plain tiles straight into the rows, chosen at run time: the first calls at "
+                            "each thread count, one included, time both and keep the faster" if self.nt_tune else ""))
         elif self.panel:
             assert t is not None
             a = self.nodes[t.a]
@@ -2136,8 +2138,9 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                 notes.append("prefetch: the source rows follow one another; each block's tile "
                              "prefetches its share of the next " + ("outer index's" if panel else "row group's")
                              + " block")
+            tuned = not panel and NT_TUNE and ir.nodes[tile.b].extent < SHIFT_TUNE_ROWS
             return _staged_plan(ir, tile, vb, moved, notes, shifted=not panel, panel=panel, prefetch=pf,
-                                panel_blocks=pb)
+                                panel_blocks=pb, nt_tune=tuned, nt_tune_one=tuned)
     if tile is not None and not nt and _wide_groups(ir, tile):
         M = _wide_group_tiles(ir, tile, vb, moved)
         if M != tile.M:
@@ -2532,6 +2535,17 @@ SHIFT_MIN_ROW_BYTES = int(os.environ.get("LAYOUTJIT_SHIFT_MIN_ROW_BYTES", 512))
 #: nchw` C = 8 0.83 -> 1.05 (1.06 -> 1.06), f32 -> s8 `nChw8c -> nchw` 2x768x299x224 1.93
 #: -> 2.79-2.86 (0.88-1.05 -> 1.23-1.30), s8 `nChw8c -> nchw` 0.83 -> 0.96 (0.84 -> 0.88).
 SHIFT_MIN_BYTE_ROWS = int(os.environ.get("LAYOUTJIT_SHIFT_MIN_BYTE_ROWS", 16))
+
+#: Realigned transposes whose jobs write fewer rows than this (B's extent: `nChw8c ->
+#: nchw`, nhwc -> nchw with C < 16) carry the plain tiles too, straight into the rows in
+#: the same loop order, and time both on their first calls at each thread count, one
+#: included (``Plan.nt_tune``; store_choice.py). Which wins there changes with the thread
+#: count: Zen 3 (AVX2), one process, ratio to copy at 1 thread (2 threads), realigned ->
+#: plain: `nChw8c -> nchw` 32x128x299x7 1.04 -> 0.82 (0.66 -> 0.75), 16x64x299x57 0.94 ->
+#: 0.73 (0.83 -> 0.89); with 16 rows and more the realigned lines won at both (`nChw16c ->
+#: nchw` 32x128x299x7 0.69 -> 0.95 (0.75 -> 1.12), nhwc -> nchw C = 96 0.62 -> 1.50, s8
+#: 1.68 -> 3.06, ab -> ba 3001x2999 0.85 -> 1.48 (0.79 -> 1.61)).
+SHIFT_TUNE_ROWS = int(os.environ.get("LAYOUTJIT_SHIFT_TUNE_ROWS", 16))
 
 
 #: Whether NT transposes of short source rows that follow one another read half lines

@@ -172,3 +172,45 @@ def test_short_rows_store_plainly(shifted_nt, monkeypatch):
     assert lj.compiler.build(s, d).plan.shifted
     for threads in ref.at_thread_counts((1, 2)):
         assert ref.kernel_matches_reference(k, seed=threads)
+
+
+@pytest.mark.parametrize("dims,stag,dtag,tuned", [
+    ((2, 16, 70, 3), "nChw8c", "nchw", True),   # 8 rows a job: realigned or plain tiles, timed
+    ((1, 32, 70, 3), "nChw16c", "nchw", False),  # 16 rows: realigned lines only
+])
+def test_few_rows_time_realigned_against_plain_tiles(shifted_nt, monkeypatch, dims, stag, dtag, tuned):
+    """Realigned plans whose jobs write fewer than SHIFT_TUNE_ROWS rows carry the plain
+    tiles too (the same loop order) and time both on their first calls at each thread
+    count, one included (``Plan.nt_tune_one``); every byte either way, at 1 and 2 threads,
+    into guarded destinations at every offset."""
+    from layoutjit import store_choice
+    from layoutjit.runtime import run_parallel, run_serial
+
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)  # (serial kernels run plain tiles)
+    s, d = M(dims, "f32", stag), M(dims, "f32", dtag)
+    k = lj.compiler.build(s, d)  # a fresh kernel: its own store choice
+    p = k.plan
+    assert p.shifted and (p.nt_tune, p.nt_tune_one) == (tuned, tuned), p.describe()
+    assert (f"ntq = lo >= {p.jobs}" in k.source) == tuned
+    assert ("chosen at run time" in p.describe()) == tuned
+    monkeypatch.setattr(plan_mod, "SHIFT_TUNE_ROWS", 0)
+    assert not lj.compiler.lower_and_plan(s, d, None)[1].nt_tune
+    rng = np.random.default_rng(5)
+    x = ref.random_raw(s.get_size() // 4, "f32", rng)
+    want = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32))
+    no_aux = np.zeros(1, np.int64)
+    for base in ((0, p.jobs) if tuned else (0,)):  # plain tiles, realigned lines
+        for run in (lambda y: run_serial(k._addr, x.view(np.uint8), y.view(np.uint8), no_aux,
+                                         p.jobs, False, base),
+                    lambda y: run_parallel(k._addr, x.view(np.uint8), y.view(np.uint8), no_aux,
+                                           p.jobs, 2, False, base)):
+            y = lj.aligned_empty(d.get_size()).view(np.float32)
+            y[:] = np.nan
+            assert run(y) == 0
+            np.testing.assert_array_equal(y, want)
+    for threads in ref.at_thread_counts((1, 2)):
+        for _ in range(2 * store_choice.SAMPLES + 2):
+            np.testing.assert_array_equal(k(x), want)
+        assert (k.store_choice is not None and k.store_choice.kept(threads) is not None) == tuned
+    expect = want.view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 4, 16, 40, 1])
