@@ -349,13 +349,7 @@ class KernelWriter:
             # is a serial run (Plan.nt_split)
             whole = "" if self.plan.nt_split else f" and hi - lo == {self.plan.jobs}"
             if self.plan.nt_tune:
-                # the launcher picks the store kind (store_choice.py): jobs offset by the job
-                # count ask for NT stores
-                w.put(depth, f"ntq = lo >= {self.plan.jobs}")
-                w.put(depth, "if ntq:")
-                w.put(depth + 1, f"lo -= {self.plan.jobs}")
-                w.put(depth + 1, f"hi -= {self.plan.jobs}")
-                whole = " and ntq"
+                whole = self._nt_request(depth)
             w.put(depth, f"if (dst.ctypes.data & 63) == 0{whole}:")
             self._render_jobs(depth + 1, nt=True)
             if self.uses_nt:
@@ -375,6 +369,16 @@ class KernelWriter:
                 w.lines.insert(buf_at, "    " * depth + f"tbuf = np.empty({self.buffer_elems}, "
                                f"np.{numba_type(self.ops[1].dtype)})")
         return w.lines
+
+    def _nt_request(self, depth: int) -> str:
+        """Read the store kind the launcher picked (``Plan.nt_tune``; store_choice.py): jobs
+        offset by the job count ask for NT stores. Returns the condition to AND in."""
+        jobs = self.plan.jobs
+        self.w.put(depth, f"ntq = lo >= {jobs}")
+        self.w.put(depth, "if ntq:")
+        self.w.put(depth + 1, f"lo -= {jobs}")
+        self.w.put(depth + 1, f"hi -= {jobs}")
+        return " and ntq"
 
     def _render_shifted(self, depth: int) -> None:
         """A transpose whose destination rows start off 64-byte lines (``Plan.shifted``).
@@ -427,15 +431,7 @@ class KernelWriter:
             self._block_cases(dep, nfull, btail, group)
 
         w.put(depth, "dbase = dst.ctypes.data")
-        ask = ""
-        if p.nt_tune:
-            # the launcher picks realigned NT lines or plain tiles (store_choice.py): jobs
-            # offset by the job count ask for the realigned lines
-            w.put(depth, f"ntq = lo >= {p.jobs}")
-            w.put(depth, "if ntq:")
-            w.put(depth + 1, f"lo -= {p.jobs}")
-            w.put(depth + 1, f"hi -= {p.jobs}")
-            ask = " and ntq"
+        ask = self._nt_request(depth) if p.nt_tune else ""  # (NT: the realigned lines)
         w.put(depth, f"aligned = dbase % {dsz} == 0{ask}")
         w.put(depth, f"de = dbase // {dsz}")
         w.put(depth, f"stage = np.empty({t.V * row}, np.{numba_type(self.ops[0].dtype)})")

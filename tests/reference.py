@@ -206,6 +206,24 @@ def at_thread_counts(counts=(1, 2)):
         numba.set_num_threads(before)
 
 
+def check_store_kinds(k, x: np.ndarray, want: np.ndarray, bases) -> None:
+    """Launch kernel ``k`` directly with each job offset in ``bases`` (0: plain stores, the
+    plan's job count: NT, for plans that time the kinds, ``Plan.nt_tune``), serially and
+    split between two threads, into NaN-filled aligned destinations; each must equal
+    ``want``."""
+    import layoutjit as lj
+    from layoutjit.runtime import run_parallel, run_serial
+
+    jobs, no_aux, x8 = k.plan.jobs, np.zeros(1, np.int64), x.view(np.uint8)
+    for base in bases:
+        for run in (lambda y8: run_serial(k._addr, x8, y8, no_aux, jobs, False, base),
+                    lambda y8: run_parallel(k._addr, x8, y8, no_aux, jobs, 2, False, base)):
+            y = lj.aligned_empty(k.dst_md.get_size()).view(want.dtype)
+            y[:] = np.nan
+            assert run(y.view(np.uint8)) == 0
+            np.testing.assert_array_equal(y, want, err_msg=f"job offset {base}")
+
+
 GUARD = 64
 
 

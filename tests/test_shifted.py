@@ -184,7 +184,6 @@ def test_few_rows_time_realigned_against_plain_tiles(shifted_nt, monkeypatch, di
     count, one included (``Plan.nt_tune_one``); every byte either way, at 1 and 2 threads,
     into guarded destinations at every offset."""
     from layoutjit import store_choice
-    from layoutjit.runtime import run_parallel, run_serial
 
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)  # (serial kernels run plain tiles)
     s, d = M(dims, "f32", stag), M(dims, "f32", dtag)
@@ -198,16 +197,7 @@ def test_few_rows_time_realigned_against_plain_tiles(shifted_nt, monkeypatch, di
     rng = np.random.default_rng(5)
     x = ref.random_raw(s.get_size() // 4, "f32", rng)
     want = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32))
-    no_aux = np.zeros(1, np.int64)
-    for base in ((0, p.jobs) if tuned else (0,)):  # plain tiles, realigned lines
-        for run in (lambda y: run_serial(k._addr, x.view(np.uint8), y.view(np.uint8), no_aux,
-                                         p.jobs, False, base),
-                    lambda y: run_parallel(k._addr, x.view(np.uint8), y.view(np.uint8), no_aux,
-                                           p.jobs, 2, False, base)):
-            y = lj.aligned_empty(d.get_size()).view(np.float32)
-            y[:] = np.nan
-            assert run(y) == 0
-            np.testing.assert_array_equal(y, want)
+    ref.check_store_kinds(k, x, want, (0, p.jobs) if tuned else (0,))  # plain tiles, realigned
     for threads in ref.at_thread_counts((1, 2)):
         for _ in range(2 * store_choice.SAMPLES + 2):
             np.testing.assert_array_equal(k(x), want)

@@ -67,7 +67,6 @@ def test_store_kind_is_timed_between_the_thresholds(band, monkeypatch, dims, sta
     way, at 1 and 2 threads), and each thread count above one times both on its first
     calls and keeps the faster."""
     from layoutjit import store_choice
-    from layoutjit.runtime import run_parallel, run_serial
 
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", nt_min)
     s, d = M(dims, "f32", stag), M(dims, "f32", dtag)
@@ -79,16 +78,7 @@ def test_store_kind_is_timed_between_the_thresholds(band, monkeypatch, dims, sta
     rng = np.random.default_rng(3)
     x = ref.random_raw(s.get_size() // 4, "f32", rng)
     want = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32))
-    no_aux = np.zeros(1, np.int64)
-    for base in (0, p.jobs):  # plain, NT: serial and split between two threads
-        for run in (lambda y: run_serial(k._addr, x.view(np.uint8), y.view(np.uint8), no_aux,
-                                         p.jobs, False, base),
-                    lambda y: run_parallel(k._addr, x.view(np.uint8), y.view(np.uint8), no_aux,
-                                           p.jobs, 2, False, base)):
-            y = lj.aligned_empty(d.get_size()).view(np.float32)
-            y[:] = np.nan
-            assert run(y) == 0
-            np.testing.assert_array_equal(y, want)
+    ref.check_store_kinds(k, x, want, (0, p.jobs))  # plain, NT: serial and on two threads
     calls = 2 * store_choice.SAMPLES + 2
     for threads in ref.at_thread_counts((1, 2)):
         for _ in range(calls):
