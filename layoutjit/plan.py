@@ -2529,11 +2529,12 @@ SHIFT_MIN_ROW_BYTES = int(os.environ.get("LAYOUTJIT_SHIFT_MIN_ROW_BYTES", 512))
 #: (2 threads), plain -> realigned: s8 `nhwc -> nchw` 16x96x299x56 3.44-3.67 -> 1.39-1.47
 #: (2.56-2.75 -> 1.05-1.09), 64x512x112x14 1.61 -> 1.02 (1.62 -> 1.20), 64x16x299x57 1.07
 #: -> 0.84 (1.33 -> 1.01); f32 -> u8 `nhwc -> nchw` C = 32 2.36 -> 1.47 (2.19 -> 1.48);
-#: f32 -> s8 `ndhwc -> ncdhw` C = 48 2.54 -> 1.35 (2.22 -> 1.38), `nhwc -> nchw` C = 96 3.41
-#: -> 2.09 (2.37 -> 1.78), `nChw16c -> nchw` 8x256x299x56 1.01 -> 1.09 (0.91 -> 1.11); u8 `nChw16c -> nchw`
-#: 64x96x32x299 1.49-1.59 -> 1.28-1.39 (1.35-1.37 -> 1.01-1.05); with 8 rows: u8 `nhwc ->
-#: nchw` C = 8 0.83 -> 1.05 (1.06 -> 1.06), f32 -> s8 `nChw8c -> nchw` 2x768x299x224 1.93
-#: -> 2.79-2.86 (0.88-1.05 -> 1.23-1.30), s8 `nChw8c -> nchw` 0.83 -> 0.96 (0.84 -> 0.88).
+#: f32 -> s8 `ndhwc -> ncdhw` C = 48 2.54 -> 1.35 (2.22 -> 1.38), `nhwc -> nchw` C = 96
+#: 3.41 -> 2.09 (2.37 -> 1.78), `nChw16c -> nchw` 8x256x299x56 1.01 -> 1.09 (0.91 ->
+#: 1.11); u8 `nChw16c -> nchw` 64x96x32x299 1.49-1.59 -> 1.28-1.39 (1.35-1.37 ->
+#: 1.01-1.05); with 8 rows: u8 `nhwc -> nchw` C = 8 0.83 -> 1.05 (1.06 -> 1.06), f32 -> s8
+#: `nChw8c -> nchw` 2x768x299x224 1.93 -> 2.79-2.86 (0.88-1.05 -> 1.23-1.30), s8 `nChw8c ->
+#: nchw` 0.83 -> 0.96 (0.84 -> 0.88).
 SHIFT_MIN_BYTE_ROWS = int(os.environ.get("LAYOUTJIT_SHIFT_MIN_BYTE_ROWS", 16))
 
 #: Realigned transposes whose jobs write fewer rows than this (B's extent: `nChw8c ->
