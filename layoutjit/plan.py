@@ -571,8 +571,10 @@ class Plan:
     line_phases: int = 1  # kind "lines", columns starting off the lines: see line_phases()
     cols_stage: bool = False  # cols transposes of short destination pieces: see cols_stage()
     job_align: bool = False  # NT: each job checks that its destination offset starts a line
-    nt_tune: bool = False  # plain or NT stores chosen at run time by timing (store_choice.py)
-    nt_tune_one: bool = False  # nt_tune: one thread times the store kinds too (BLOCK_LOCAL_TUNE)
+    # plain or NT stores chosen at run time by timing (store_choice.py); a shifted plan's
+    # "NT" is its realigned lines, its "plain" the tiles straight into the rows (SHIFT_TUNE_ROWS)
+    nt_tune: bool = False
+    nt_tune_one: bool = False  # nt_tune: one thread times too (BLOCK_LOCAL_TUNE, SHIFT_TUNE_ROWS)
     row_stage: int = 0  # NT transposes into rows 4 KB apart: A elements staged per chunk (row_stage())
     lines_panel: int = 0  # kind "lines", columns contiguous off the lines: columns per panel (lines_panel())
     lines_passes: int = 0  # kind "lines", NT: columns per block swept a few source streams at a time (lines_passes())
