@@ -95,7 +95,8 @@ def _sysfs_caches() -> list[dict[str, str]]:
         return []
     for entry in entries:
         info = {}
-        for key in ("level", "type", "size", "number_of_sets", "coherency_line_size"):
+        for key in ("level", "type", "size", "number_of_sets", "coherency_line_size",
+                    "ways_of_associativity"):
             try:
                 with open(os.path.join(base, entry, key)) as f:
                     info[key] = f.read().strip()
@@ -142,6 +143,17 @@ def l2_set_period() -> int:
         if sets.isdigit() and line.isdigit() and int(sets) > 0 and int(line) > 0:
             return int(sets) * int(line)
     return 64 * 1024
+
+
+def l2_ways() -> int:
+    """The L2's associativity (sysfs); 8 (Zen 3) when unknown."""
+    for info in _sysfs_caches():
+        if info.get("level") != "2" or info.get("type") == "Instruction":
+            continue
+        ways = info.get("ways_of_associativity", "")
+        if ways.isdigit() and int(ways) > 0:
+            return int(ways)
+    return 8
 
 
 # Problems whose traffic (src + dst bytes) exceeds this use non-temporal stores where a
@@ -1295,6 +1307,21 @@ def _two_line_rows(ir: LoopIR, a: Node, b: Node, dsz: int, ssz: int, vbytes: int
 
 #: Addresses this far apart (a multiple of it) map to one L2 set (see ``l2_set_period``).
 L2_SET_PERIOD = l2_set_period()
+#: Lines one L2 set holds (``l2_ways``).
+L2_WAYS = l2_ways()
+
+
+def rows_per_l2_set(row_bytes: int, rows: int) -> int:
+    """How many of ``rows`` rows ``row_bytes`` apart put their lines in the busiest L2 set.
+
+    Row starts repeat their place in the L2's set period every ``L2_SET_PERIOD / gcd(row,
+    period)`` rows, and rows closer than a line to that place share its set: 1024 rows of
+    5 KB (s8 ncdhw -> ndhwc, 32x32x5 planes) use 64 of a 64 KiB period's 1024 sets, 16
+    rows' lines in each, and an 8-way L2 then loses lines it still has to serve."""
+    if L2_SET_PERIOD <= 0 or row_bytes <= 0:
+        return 1
+    places = min(L2_SET_PERIOD // math.gcd(row_bytes, L2_SET_PERIOD), L2_SET_PERIOD // 64)
+    return -(-rows // max(1, places))
 
 
 def skewed_tiles(ir: LoopIR, tile: TileSpec, vbytes: int) -> int:
@@ -2597,6 +2624,8 @@ WHOLE_RUN_MIN_PARTS = 8
 WHOLE_RUN_MAX_SPAN = 8 << 20
 WHOLE_RUN_MIN_JOBS = 8
 WHOLE_RUN_MIN_ROW = 1024  # source row bytes (shorter rows: prefetched groups, _prefetch_rows)
+#: ... and at most this share of an L2 set's ways holds the A rows' lines (rows_per_l2_set).
+WHOLE_RUN_L2_SHARE = float(os.environ.get("LAYOUTJIT_WHOLE_RUN_L2_SHARE", 0.5))
 
 
 def _whole_runs(ir: LoopIR, tile: TileSpec, vbytes: int) -> bool:
@@ -2620,6 +2649,16 @@ def _whole_runs(ir: LoopIR, tile: TileSpec, vbytes: int) -> bool:
     f32 1.36 -> 1.40: the source and destination streams no longer match), and f32 (16
     rows a tile, two tiles a step: C=256 1.00 -> 0.99, 64x64 0.90 -> 1.25, C=384 60x60
     0.83 -> 0.96). Only measured with 32-byte vectors: AVX-512 plans are left as they were.
+
+    Nor where more than half an L2 set's ways would hold the A rows' lines
+    (``rows_per_l2_set``): each line is read over several steps (8 for s8 tiles of 8
+    columns), and all A rows are in flight at once. Rows whose starts repeat their L2
+    place every few rows then evict lines before their last visit. Zen 3 (8-way, 64 KiB
+    period), whole runs -> one tile of rows, A/B in one process, 1 thread (2 threads): s8
+    ncdhw -> ndhwc C=1024 with 5 KB rows (16 a set) 2.51-3.05 -> 1.79-1.80 (1.94-2.79 ->
+    1.35-1.65), nchw -> nhwc C=1024 48x64 (3 KB, 16 a set) 2.50 -> 1.73 (2.02 -> 1.41), C=512
+    5 KB rows (8 a set) 2.53 -> 1.71 (1.89 -> 1.40), bf16 C=512 32x96 (6 KB, 16 a set) 2.15
+    -> 0.94 (1.77 -> 1.04); 4 a set: C=1024 with 1280 B rows 1.30 -> 1.22 (1.14 -> 1.13).
     """
     if vbytes >= 64 or not _two_node_transpose(ir, tile) or tile.b is None:
         return False
@@ -2631,7 +2670,8 @@ def _whole_runs(ir: LoopIR, tile: TileSpec, vbytes: int) -> bool:
     row = a.strides[1] * ssz  # bytes between source rows
     outer = outer_count(ir, tile)
     return (b.extent * ssz >= WHOLE_RUN_MIN_ROW and not _rows_share_l1_set(row)
-            and a.extent * row <= WHOLE_RUN_MAX_SPAN and outer >= WHOLE_RUN_MIN_JOBS)
+            and a.extent * row <= WHOLE_RUN_MAX_SPAN and outer >= WHOLE_RUN_MIN_JOBS
+            and rows_per_l2_set(row, a.extent) <= L2_WAYS * WHOLE_RUN_L2_SHARE)
 
 
 #: Largest stage of a panel plan (V destination rows of A elements each).

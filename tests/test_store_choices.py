@@ -466,13 +466,17 @@ def test_tiles_prefetch_the_next_block_of_short_rows(monkeypatch, dims, stag, dt
     ((8, 512, 41, 53), "f32", "f32", False),    # 16-row tiles, two a step
     ((8, 256, 32, 64), "bf16", "bf16", False),  # source rows 4 KB apart (one L1 set)
     ((4, 256, 41, 53), "bf16", "bf16", False),  # too few outer jobs
+    ((8, 512, 48, 64), "s8", "s8", False),      # rows of 3 KB: 8 of the 512 in each L2 set
 ])
 def test_narrow_tiles_take_whole_destination_runs(monkeypatch, dims, sdt, ddt, whole):
     """16- and 8-bit transposes into long destination runs take every row of A per macro
-    tile (writing the destination in order), with 32-byte vectors only; exact at 1 and 2
-    threads where the host plans with 32-byte vectors."""
+    tile (writing the destination in order), with 32-byte vectors only and where at most
+    half an L2 set's ways hold those rows' lines (planned for Zen 3's 8-way L2 with a 64 KiB
+    set period); exact at 1 and 2 threads where the host plans with 32-byte vectors."""
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", 64 * 1024)
+    monkeypatch.setattr(plan_mod, "L2_WAYS", 8)
     src, dst = M(dims, sdt, "nchw"), M(dims, ddt, "nhwc")
     ir = lj.compiler.lower_and_plan(src, dst, None)[0]
 
@@ -501,11 +505,29 @@ def test_narrow_tiles_take_whole_destination_runs(monkeypatch, dims, sdt, ddt, w
     with monkeypatch.context() as m:
         m.setattr(plan_mod, "WHOLE_RUN_MAX_SPAN", dims[1] * dims[2] * dims[3] * ssz - 1)
         assert not noted(plan_mod.make_plan(ir, vbytes=32))
+    if not whole and sdt == "s8" and dims[1] == 512:  # only the L2 rule keeps it off
+        with monkeypatch.context() as m:
+            m.setattr(plan_mod, "L2_WAYS", 16)
+            assert noted(plan_mod.make_plan(ir, vbytes=32))
     k = lj.compile_reorder(src, dst)
     assert noted(k.plan) == (whole and k.plan.vector_bytes == 32), k.plan.describe()
     if noted(k.plan):
         for threads in ref.at_thread_counts((1, 2)):
             assert ref.kernel_matches_reference(k, seed=threads)
+
+
+def test_rows_per_l2_set(monkeypatch):
+    """Rows whose starts repeat their L2 place every few rows crowd its sets; rows off a
+    line's multiple spread over every set."""
+    monkeypatch.setattr(plan_mod, "L2_SET_PERIOD", 64 * 1024)
+    f = plan_mod.rows_per_l2_set
+    assert f(5120, 1024) == 16      # a place every 1 KB: 64 places
+    assert f(3072, 512) == 8
+    assert f(4096, 1024) == 64      # 16 places
+    assert f(64 * 1024, 3) == 3     # one place
+    assert f(3136, 1024) == 1       # 1024 places (64-byte steps)
+    assert f(100, 1024) == 1        # more places than sets: one row per set
+    assert f(1280, 1024) == 4
 
 
 @pytest.mark.parametrize("dims, dt, V32", [
