@@ -740,6 +740,8 @@ def test_rows_sharing_an_l1_set_take_eight_row_tiles(dims, stag, dtag, dt, l1):
     ((3, 48, 16, 32), "nChw16c", "nchw", "f32", "f32", 256),    # 2 KB apart (half a page)
     ((2, 32, 32, 32), "nChw16c", "nchw", "bf16", "bf16", 512),  # ... 2-byte elements
     ((512, 32, 2, 2), "OIhw16o16i", "hwio", "f32", "f32", 0),   # half a page, a line per row
+    ((1024, 16, 2, 2), "OIhw16o16i", "hwio", "f32", "f32", 0),  # 4 KB apart, a line per row
+    ((1, 32, 64, 5, 7), "goihw", "gOhwi16o", "s8", "f32", 0),   # 4 KB apart, a line per row
     ((4, 1024, 7, 7), "nchw", "nhwc", "f32", "f32", 256),       # near rows (4 KB), 49 of them
     ((4, 2048, 7, 7), "nchw", "nhwc", "bf16", "bf16", 512),     # near rows of 2-byte elements
     ((4, 4096, 3, 7), "nchw", "nhwc", "f32", "f32", 0),         # rows 16 KB apart: none
@@ -760,6 +762,10 @@ def test_rows_4k_apart_go_through_a_row_stage(monkeypatch, dims, stag, dtag, sdt
     k = lj.compiler.build(M(dims, sdt, stag), M(dims, ddt, dtag))
     p = k.plan
     assert p.nt and p.row_stage == stage, p.describe()
+    if dims in ((1024, 16, 2, 2), (1, 32, 64, 5, 7)):  # only the one-line rule keeps it off
+        with monkeypatch.context() as m:
+            m.setattr(plan_mod, "ROW_STAGE_MIN_ROW_BYTES", 0)
+            assert lj.compiler.build(M(dims, sdt, stag), M(dims, ddt, dtag)).plan.row_stage == 16
     assert not stage or p.macro_job != outer_jobs, p.describe()
     if stage and not outer_jobs:
         t = p.tile
