@@ -2244,14 +2244,14 @@ def _staged_plan(ir: LoopIR, tile: TileSpec, vb: int, moved: int, notes: list[st
 ROW_STAGE_BYTES = int(os.environ.get("LAYOUTJIT_ROW_STAGE_BYTES", 16 * 1024))
 #: Bytes of each destination row a row stage collects before writing it out.
 ROW_STAGE_ROW_BYTES = 1024
-#: A row stage collects more than this of each destination row: a stage of one line per
+#: A row stage collects at least this much of each destination row: a stage of one line per
 #: row (A = 16 f32: a weights block) only adds a pass through L1 to the NT lines the tiles
 #: would write anyway. Zen 3, A/B in one process, ratio to copy at 1 thread (2 threads),
 #: stage -> none: s8 -> f32 `goihw -> gOhwi16o` 2x384x512x5x7 1.82-2.16 -> 1.31-1.47
 #: (1.49-1.73 -> 1.11-1.20; oneDNN 1.92-2.13 (1.60-1.77)), `OIdhw16i16o -> ndhwc`
 #: 32x32x2x56x224 1.50-1.65 -> 1.18-1.41 (1.14-1.28 -> 0.98-1.37), `OIhw16o16i -> hwio`
 #: 1024x1024x11x3 1.74 -> 1.79-1.85 (1.27-1.41 -> 1.21-1.42).
-ROW_STAGE_MIN_ROW_BYTES = 128
+ROW_STAGE_MIN_ROW_BYTES = int(os.environ.get("LAYOUTJIT_ROW_STAGE_MIN_ROW_BYTES", 128))
 #: Row stages only with vectors shorter than this (measured with 32-byte vectors only).
 ROW_STAGE_MAX_VECTOR = 64
 
