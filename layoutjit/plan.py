@@ -133,27 +133,28 @@ def llc_bytes() -> int:
     return min(best, LLC_CAP_BYTES) if LLC_CAP_BYTES else best
 
 
-def l2_set_period() -> int:
-    """Bytes after which addresses map to the same L2 set (sets x line size, sysfs); 64 KiB
-    (Zen 3's 512 KiB 8-way L2, Skylake-SP's 1 MiB 16-way) when unknown."""
+def _l2_numbers(*keys: str) -> list[int] | None:
+    """The first L2 data cache's sysfs numbers named ``keys``, all positive; None if none has them."""
     for info in _sysfs_caches():
         if info.get("level") != "2" or info.get("type") == "Instruction":
             continue
-        sets, line = info.get("number_of_sets", ""), info.get("coherency_line_size", "")
-        if sets.isdigit() and line.isdigit() and int(sets) > 0 and int(line) > 0:
-            return int(sets) * int(line)
-    return 64 * 1024
+        texts = [info.get(k, "") for k in keys]
+        if all(t.isdigit() and int(t) > 0 for t in texts):
+            return [int(t) for t in texts]
+    return None
+
+
+def l2_set_period() -> int:
+    """Bytes after which addresses map to the same L2 set (sets x line size, sysfs); 64 KiB
+    (Zen 3's 512 KiB 8-way L2, Skylake-SP's 1 MiB 16-way) when unknown."""
+    found = _l2_numbers("number_of_sets", "coherency_line_size")
+    return found[0] * found[1] if found else 64 * 1024
 
 
 def l2_ways() -> int:
     """The L2's associativity (sysfs); 8 (Zen 3) when unknown."""
-    for info in _sysfs_caches():
-        if info.get("level") != "2" or info.get("type") == "Instruction":
-            continue
-        ways = info.get("ways_of_associativity", "")
-        if ways.isdigit() and int(ways) > 0:
-            return int(ways)
-    return 8
+    found = _l2_numbers("ways_of_associativity")
+    return found[0] if found else 8
 
 
 # Problems whose traffic (src + dst bytes) exceeds this use non-temporal stores where a
@@ -1318,7 +1319,8 @@ def rows_per_l2_set(row_bytes: int, rows: int) -> int:
     period)`` rows, and rows closer than a line to that place share its set: 1024 rows of
     5 KB (s8 ncdhw -> ndhwc, 32x32x5 planes) use 64 of a 64 KiB period's 1024 sets, 16
     rows' lines in each, and an 8-way L2 then loses lines it still has to serve."""
-    if L2_SET_PERIOD <= 0 or row_bytes <= 0:
+    row_bytes = abs(row_bytes)  # (rows in either direction)
+    if L2_SET_PERIOD <= 0 or row_bytes == 0:
         return 1
     places = min(L2_SET_PERIOD // math.gcd(row_bytes, L2_SET_PERIOD), L2_SET_PERIOD // 64)
     return -(-rows // max(1, places))

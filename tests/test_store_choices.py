@@ -528,6 +528,8 @@ def test_rows_per_l2_set(monkeypatch):
     assert f(3136, 1024) == 1       # 1024 places (64-byte steps)
     assert f(100, 1024) == 1        # more places than sets: one row per set
     assert f(1280, 1024) == 4
+    assert f(-5120, 1024) == 16     # rows running backwards crowd the same sets
+    assert plan_mod.l2_set_period() % 64 == 0 and plan_mod.l2_ways() >= 1  # sysfs or defaults
 
 
 @pytest.mark.parametrize("dims, dt, V32", [
