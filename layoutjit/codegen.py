@@ -1531,7 +1531,7 @@ class KernelWriter:
             nuni += 1
 
         def emit_group(dep: int, gr: list, base: str, uniform: bool) -> None:
-            if (in_regs and len(gr) > 1 and A.extent > B.extent and t.R <= ROWS_INNER_MAX_RUNS
+            if (in_regs and P == 1 and len(gr) > 1 and A.extent > B.extent and t.R <= ROWS_INNER_MAX_RUNS
                     and B.extent <= ROWS_INNER_MAX_COLS):
                 # the shorter node innermost: each row's few runs in turn (nhwc -> nChw16c:
                 # a pixel's 7 blocks, read in order, one line to each plane; C=100: 1.5-2.3x

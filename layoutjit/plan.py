@@ -2069,7 +2069,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     # lines that start on 64-byte boundaries in some jobs only (nchw -> nChw8c with an odd
     # number of pixels: every other image half a line off): each job checks at run time
     job_align = bool(tile is not None and not static_nt and tile.kind in ("transpose", "lines")
-                     and _nt_possible(ir, tile, runtime=_job_nodes(ir, tile, parallel)))
+                     and _nt_possible(ir, tile, phases=allow_shift and JOB_ALIGN_PHASES,
+                                      runtime=_job_nodes(ir, tile, parallel)))
     if tile is not None and (static_nt or job_align):
         # one store rule for transposes that take wide macro tiles when their stores are
         # plain, and for local permutations (both sides contiguous per tile: streaming)
@@ -2181,7 +2182,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
             parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     if job_align and nt:
         assert tile is not None
-        nt = _nt_possible(ir, tile, runtime=_job_nodes(ir, tile, parallel))  # the final split
+        nt = _nt_possible(ir, tile, phases=allow_shift and JOB_ALIGN_PHASES,
+                          runtime=_job_nodes(ir, tile, parallel))  # the final split
         if nt:
             notes.append("destination lines start on 64-byte boundaries in some jobs only: each job "
                          "checks its offset at run time (non-temporal stores where it does)")
@@ -3285,6 +3287,11 @@ def cols_stage(ir: LoopIR, tile: TileSpec) -> bool:
     return all((n.strides[0] or 0) % q == 0 for i, n in enumerate(ir.nodes) if i not in tile.nodes)
 
 
+JOB_ALIGN_PHASES = os.environ.get("LAYOUTJIT_JOB_ALIGN_PHASES", "1") != "0"
+#: Kind "lines" follows the lines of columns shorter than the rows too (line_phases; 0 for A/B).
+LINE_PHASES_LONG_ROWS = os.environ.get("LAYOUTJIT_LINE_PHASES_LONG_ROWS", "1") != "0"
+
+
 def line_phases(ir: LoopIR, tile: TileSpec) -> int:
     """Kind "lines" whose destination columns (B) do not start on 64-byte lines: how many
     alignments (phases) they cycle through, or 0 where the calls cannot follow the lines.
@@ -3294,11 +3301,22 @@ def line_phases(ir: LoopIR, tile: TileSpec) -> int:
     (one run, then pairs): every whole line is one aligned non-temporal store and only the
     line shared by two columns gets two plain half-line stores. The column loop is unrolled
     by the number of phases, so each call's alignment is known when the kernel is generated.
-    Needs every phase to fall on a run boundary, no padding in A, B or the run, and the
-    columns outer (A no longer than B). Measured on 32xCx56x56, ratio to copy at 1 thread
+    Needs every phase to fall on a run boundary and no padding in A, B or the run. The
+    columns stay outer (each column's calls in turn, so a call writes whole lines of one
+    column). Measured on 32xCx56x56, ratio to copy at 1 thread
     (2 threads), plain stores -> phases: nChw8c -> nhwc C=200 1.30 -> 0.73 (1.37 -> 0.78),
     C=40 1.16 -> 0.84 (1.50 -> 1.44); nChw4c -> nhwc C=200 1.74 -> 0.89 (1.20 -> 0.80);
     f32 -> bf16 nChw8c -> nhwc C=200 (four phases) 1.10 -> 1.23 (1.34 -> 1.12).
+
+    Columns shorter than the rows (A longer than B; ``LINE_PHASES_LONG_ROWS``) once kept
+    plain stores: nChw16c -> nChw8c with an odd number of pixels, where each source line
+    feeds two planes and every other plane starts half a line in. Each plane is then
+    written in turn from the macro tile's source lines (read twice, from L1). A/B on Zen 3
+    (AVX2), one process, ratio to copy at 1 thread (2 threads), plain -> phases:
+    `nCw16c -> nCw8c` 128x1024x299 1.20 -> 0.66 (1.13 -> 0.65; oneDNN 0.90 / 0.89),
+    `nChw16c -> nChw8c` 32x256x55x55 1.23 -> 0.88 (1.19 -> 0.72), `nCdhw16c -> nCdhw8c`
+    64x256x3x5x55 1.03 -> 0.64 (1.07 -> 0.45), `nhwc -> nChw8c` 32x256x55x55 1.61 -> 0.88
+    (1.56 -> 0.87), f32 -> s8 `nhwc -> nChw8c` 128x384x1x299 1.91 -> 1.19 (1.90 -> 1.05).
     """
     if tile.kind != "lines" or tile.b is None or tile.l is None:
         return 1
@@ -3308,8 +3326,8 @@ def line_phases(ir: LoopIR, tile: TileSpec) -> int:
     if dB % q == 0:
         return 1
     g = math.gcd(dB, q)
-    if (g % run.extent or (tile.R * run.extent) % q or a.extent > b.extent or b.extent < 2
-            or any(n.dim is not None and ir.dims[n.dim].guarded for n in (a, b, run))):
+    if (g % run.extent or (tile.R * run.extent) % q or (a.extent > b.extent and not LINE_PHASES_LONG_ROWS)
+            or b.extent < 2 or any(n.dim is not None and ir.dims[n.dim].guarded for n in (a, b, run))):
         return 0
     return q // g
 

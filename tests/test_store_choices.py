@@ -607,6 +607,15 @@ def test_prefetch_only_with_nt_stores():
     ((1, 72, 6, 6), "nChw8c", "nhwc", "s8", "s8", 8),       # 8 runs of 8 bytes a line
     ((2, 48, 5, 5), "nChw8c", "nhwc", "f32", "f32", 1),     # 48 floats: every pixel on a line
     ((1, 36, 4, 8), "nChw8c", "nhwc", "f32", "f32", 0),     # pixels 4 floats off: a lines panel
+    # columns shorter than the rows (2 planes of 35 pixels per source line): every other plane off
+    ((2, 32, 5, 7), "nChw16c", "nChw8c", "f32", "f32", 2),
+    ((1, 32, 13), "nCw16c", "nCw8c", "f32", "f32", 2),
+    ((1, 32, 3, 5, 3), "nCdhw16c", "nCdhw8c", "f32", "f32", 2),
+    ((2, 16, 5, 7), "nhwc", "nChw8c", "f32", "f32", 2),
+    ((2, 64, 3, 7), "nhwc", "nChw8c", "f32", "bf16", 4),
+    ((2, 64, 1, 29), "nhwc", "nChw8c", "f32", "s8", 8),
+    # and jobs (pairs of planes) starting half a line in, every other one: NT where a job starts a line
+    ((2, 64, 3, 7), "nChw16c", "nChw8c", "bf16", "bf16", 4),
 ])
 def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag, dtag, sdt, ddt, phases):
     """Kind "lines" into columns that start inside a line (nChw8c -> nhwc, C=40: pixels of
@@ -622,6 +631,7 @@ def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag,
     assert p.line_phases == phases and p.nt, p.describe()
     assert (p.lines_panel > 0) == (phases == 0), p.describe()  # else test_lines_panels
     assert ("different offsets within a line" in p.describe()) == (phases > 1)
+    assert p.job_align == (sdt == "bf16"), p.describe()
     rng = np.random.default_rng(sum(dims))
     x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
