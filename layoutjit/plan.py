@@ -364,7 +364,14 @@ def trim_skipped(ir: LoopIR) -> LoopIR:
     Zen 3, ratio to copy at 1 thread (2 threads): `ABcd4b16a4b -> abcd` 7x112x28x768
     2.26 (3.28) -> 1.07 (0.85) (a = 7 unguarded then joins the source run of the tile).
     Nodes with a unit stride are left whole: they become the tile's rows or columns, whose
-    plans read a padded block whole (`nCw8c -> ncw` C=7: 0.84 -> 1.36 when trimmed).
+    plans read a padded block whole (`nCw8c -> ncw` C=7: 0.84 -> 1.36 when trimmed). Runs
+    (unit stride on both sides) are trimmed (``TRIM_RUNS``): `nCdhw16c -> ndhwc` u8 with C
+    = 8 walked the whole 16c block per pixel, no micro-kernel took it, and element loops
+    ran at 2.8x copy; trimmed, its 8-byte runs pack into lines (``_packed_padded_runs``).
+    A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), untrimmed -> trimmed and
+    packed: u8 16x8x112x56x224 2.82 (1.31) -> 1.34 (0.71; oneDNN 2.32 (8.83)), f32
+    `nCdhw16c -> nCdhw8c` 64x8x13x299x13 1.17 (1.15) -> 1.13 (1.10); 8 other pairs whose
+    plans changed (runs of C = 1, 7 or 13) within the noise.
 
     A dim split in several nodes loses the outer digit's skipped steps the same way
     (``_outermost_digit``, ``LAYOUTJIT_TRIM_OUTER_STEPS``): `nChw16c -> nChw8c` C = 7
@@ -381,8 +388,9 @@ def trim_skipped(ir: LoopIR) -> LoopIR:
     nodes = list(ir.nodes)
     for i, n in enumerate(nodes):
         d = n.dim
-        if d is None or 1 in n.strides or not _outermost_digit(n, nodes):
-            continue  # (unit strides: tile nodes, kept)
+        run = TRIM_RUNS and all(st == 1 for st in n.strides)
+        if d is None or (1 in n.strides and not run) or not _outermost_digit(n, nodes):
+            continue  # (unit strides: tile nodes, kept; but runs, see TRIM_RUNS)
         if not TRIM_OUTER_STEPS and any(m.dim == d and m is not n for m in nodes):
             continue  # (switched off: dims held by one node only)
         r = dims[d]
@@ -397,6 +405,9 @@ def trim_skipped(ir: LoopIR) -> LoopIR:
 
 
 TRIM_OUTER_STEPS = os.environ.get("LAYOUTJIT_TRIM_OUTER_STEPS", "1") != "0"
+#: trim_skipped also trims runs (0 for A/B); _packed_padded_runs packs runs of one type up to this many bytes.
+TRIM_RUNS = os.environ.get("LAYOUTJIT_TRIM_RUNS", "1") != "0"
+PACKED_SAME_MAX_BYTES = int(os.environ.get("LAYOUTJIT_PACKED_SAME_MAX_BYTES", 64))
 
 
 def _outermost_digit(n: Node, nodes: list[Node]) -> bool:
@@ -1242,14 +1253,19 @@ def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run
     ratio to copy at 1 thread (2 threads), element loops -> packed: 64x8x28x299x7 f32 ->
     bf16 1.07 (0.85) -> 0.88 (0.76), f32 -> s8 1.34 (1.11) -> 1.11 (1.01); 64x8x56x112
     f32 -> s8 1.14 (0.92) -> 0.83 (0.74). Without a conversion the element loops were as
-    fast out of cache (a (3750656, 8) view of rows 16 apart 0.92 (0.96) against 1.07 (1.09)).
+    fast out of cache (a (3750656, 8) view of rows 16 apart 0.92 (0.96) against 1.07 (1.09)),
+    but not for short runs: runs of one type of at most ``PACKED_SAME_MAX_BYTES`` (64) pack
+    too (u8 `nCdhw16c -> ndhwc` C = 8, runs of 8 bytes: element loops 2.77 (1.30) ->
+    packed 1.34 (0.71); f32 C = 8 `nCdhw16c -> nCdhw8c` 64x8x13x299x13 1.28 (1.15) -> 1.13
+    (1.10)).
     """
     if run_bytes > 64 or 64 % run_bytes or run.dim is None or run.weight != 1:
         return None
     r = ir.dims[run.dim]
     if r.write != run.extent or not 0 < r.valid <= run.extent:
         return None
-    if r.valid == run.extent and not (PACKED_WHOLE_RUNS and ir.operands[0].dtype != ir.operands[1].dtype):
+    if r.valid == run.extent and not (PACKED_WHOLE_RUNS and (ir.operands[0].dtype != ir.operands[1].dtype
+                                                              or run_bytes <= PACKED_SAME_MAX_BYTES)):
         return None  # whole runs of one type: LLVM's element loops move them as well
     ia = next((i for i, n in enumerate(nodes) if i != irun and n.strides[0] == run.extent
                and n.extent > 1), None)

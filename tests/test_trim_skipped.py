@@ -70,18 +70,42 @@ def test_outer_digit_steps_are_trimmed(monkeypatch, dims, stag, dtag, sdt, ddt, 
         assert ref.kernel_matches_reference(k, seed=threads), k.plan.describe()
 
 
-@pytest.mark.parametrize("ddt, packed", [("s8", True), ("bf16", True), ("f32", False)])
+@pytest.mark.parametrize("ddt, packed", [("s8", True), ("bf16", True), ("f32", True)])
 def test_whole_runs_pack_where_they_convert(monkeypatch, ddt, packed):
-    """C = 8 from 16c: trimmed, the 8c runs are the whole dim; converted, they pack into
-    lines (``_packed_padded_runs``), otherwise element loops move them."""
+    """C = 8 from 16c: trimmed, the 8c runs are the whole dim; they pack into lines
+    (``_packed_padded_runs``): where they convert, and runs of one type of at most
+    ``PACKED_SAME_MAX_BYTES``; otherwise element loops move them."""
     dims = (3, 8, 10, 13)
     src, dst = M(dims, "f32", "nChw16c"), M(dims, ddt, "nChw8c")
     p = lower_and_plan(src, dst, None)[1]
     assert (p.tile is not None and p.tile.kind == "lines") == packed, p.describe()
+    monkeypatch.setattr(plan_mod, "PACKED_SAME_MAX_BYTES", 0)
+    p0 = lower_and_plan(src, dst, None)[1]
+    assert (p0.tile is not None) == (ddt != "f32"), p0.describe()
     monkeypatch.setattr(plan_mod, "PACKED_WHOLE_RUNS", False)
     assert lower_and_plan(src, dst, None)[1].tile is None
     k = lj.compiler.build(src, dst)
     monkeypatch.setattr(plan_mod, "PACKED_WHOLE_RUNS", True)
+    monkeypatch.setattr(plan_mod, "PACKED_SAME_MAX_BYTES", 64)
     k2 = lj.compiler.build(src, dst)
     for kern in (k, k2):
         ref.check_exact_at_offsets(kern, 5)
+
+
+@pytest.mark.parametrize("dt, dims, dtag", [("u8", (2, 8, 3, 5, 7), "ndhwc"), ("bf16", (2, 8, 5, 7), "nhwc"),
+                                            ("s8", (1, 4, 3, 33), "nhwc")])
+def test_runs_trimmed_to_the_destination(monkeypatch, dt, dims, dtag):
+    """`nCdhw16c -> ndhwc` with C = 8: the run node (unit stride on both sides) walked the
+    16c block whole, 8 of its steps skipped, and no micro-kernel took it (element loops,
+    2.8x copy for u8). Trimmed (``TRIM_RUNS``), the 8-element runs pack into whole lines
+    (C = 4: four bytes a pixel). Exact at several destination offsets."""
+    stag = "nCdhw16c" if len(dims) == 5 else "nChw16c"
+    src, dst = M(dims, dt, stag), M(dims, dt, dtag)
+    p = lower_and_plan(src, dst, None)[1]
+    assert "trim_skipped" in p.ir.notes and p.tile is not None and p.tile.kind == "lines", p.describe()
+    assert p.ir.nodes[p.tile.l].extent == dims[1], p.describe()
+    k = lj.compiler.build(src, dst)
+    monkeypatch.setattr(plan_mod, "TRIM_RUNS", False)
+    p0 = lower_and_plan(src, dst, None)[1]
+    assert p0.tile is None, p0.describe()
+    ref.check_exact_at_offsets(k, 5)
