@@ -856,6 +856,7 @@ class KernelWriter:
             var = self.w.var("i")
             self.w.put(depth, f"for {var} in range({node.extent}):")
             offs2 = self._step(offs, node, var, depth + 1)
+            self._elem_prefetch(depth + 1, k, order, offs2)
             self._serial(depth + 1, k + 1, order, offs2, state, self._add_term(terms, node, var),
                          entered | {idx}, nt)
             return
@@ -876,8 +877,17 @@ class KernelWriter:
                     rng = f"{self.chunk_var} * {ch}, min({self.chunk_var} * {ch} + {ch}, {s1})"
                 self.w.put(depth, f"for {var} in range({rng}):")
                 offs2 = self._step(offs, node, var, depth + 1)
+                self._elem_prefetch(depth + 1, k, order, offs2)
                 self._serial(depth + 1, k + 1, order, offs2, st2, self._add_term(terms, node, var),
                              entered | {idx}, nt)
+
+    def _elem_prefetch(self, depth: int, k: int, order: list[int], offs: list[str]) -> None:
+        """Plan.elem_prefetch: a source line ahead, once per step of the loop around the
+        innermost one."""
+        ahead = self.plan.elem_prefetch
+        if ahead and k == len(order) - 2:
+            pf = self._micro(("prefetch", 64, False))
+            self.w.put(depth, f"{pf}(src, {offs[1]} + {ahead})")
 
     # ---------------------------------------------------------------- leaves
     def _index_expr(self, d: int, state: dict, terms: dict) -> str:

@@ -109,3 +109,21 @@ def test_runs_trimmed_to_the_destination(monkeypatch, dt, dims, dtag):
     p0 = lower_and_plan(src, dst, None)[1]
     assert p0.tile is None, p0.describe()
     ref.check_exact_at_offsets(k, 5)
+
+
+@pytest.mark.parametrize("dims, stag, dt, pf", [((2, 11, 5, 7), "nChw16c", "f32", True),
+                                                ((2, 3, 5, 7), "nChw8c", "f32", True),
+                                                ((2, 3, 5, 7), "nChw16c", "u8", False)])
+def test_element_loops_prefetch_the_source(monkeypatch, dims, stag, dt, pf):
+    """Element loops that read a few elements of each 32- or 64-byte source step (`nChw16c ->
+    nhwc`, C = 11) prefetch a source line ahead per step (``Plan.elem_prefetch``), past the
+    end of the source on the last steps (a hint, never a fault); 16-byte steps do not.
+    Exact at several destination offsets."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    src, dst = M(dims, dt, stag), M(dims, dt, "nhwc")
+    k = lj.compiler.build(src, dst)
+    assert k.plan.tile is None and (k.plan.elem_prefetch > 0) == pf, k.plan.describe()
+    assert ("prefetch" in k.source) == pf
+    ref.check_exact_at_offsets(k, 5)
+    monkeypatch.setattr(plan_mod, "ELEM_PREFETCH_BYTES", 0)
+    assert lower_and_plan(src, dst, None)[1].elem_prefetch == 0
