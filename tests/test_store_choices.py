@@ -646,6 +646,10 @@ def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag,
     ((2, 60, 6, 7), "nChw16c", "nhwc", "f32", "bf16", 32),     # where a pixel starts a line
     ((1, 20, 16, 13), "nChw16c", "nhwc", "s8", "s8", 192),     # one-byte pixels of 20 B
     ((1, 60, 3, 4, 5), "nCdhw16c", "ndhwc", "f32", "f32", 16),  # 5-D: 60 columns
+    # columns that are 16c blocks of 2-byte or 1-byte elements, half or a quarter of a line
+    ((2, 32, 7, 7), "nChw8c", "nChw16c", "bf16", "bf16", 48),  # 49 pixels: one panel of 48
+    ((2, 32, 8, 9), "nChw8c", "nChw16c", "u8", "u8", 72),
+    ((1, 32, 3, 5, 7), "nCdhw8c", "nCdhw16c", "f32", "bf16", 104),
 ])
 def test_lines_panels(monkeypatch, dims, stag, dtag, sdt, ddt, panel):
     """Kind "lines" into contiguous columns whose lines the calls cannot follow
