@@ -26,6 +26,7 @@ import pytest
 import layoutjit as lj
 import layoutjit.plan as plan_mod
 import reference as ref
+from layoutjit.compiler import lower_and_plan
 from layoutjit.dtypes import as_dtype
 from layoutjit.simd import sfence, tile, tile_cols, tile_rows
 from test_convert import ref_direct
@@ -265,3 +266,24 @@ def test_src_rows_tile_matches_numpy():
     np.testing.assert_array_equal(dst, exp)
     with pytest.raises(ValueError, match="src_rows"):
         tile(8, 9, "f32", "f32", src_rows=(0, 1))
+
+
+@pytest.mark.parametrize("dims, sdt, staged", [
+    ((4, 32, 8, 7, 7), "s8", True),     # 16o x 8i x 49: 25 KB a job, rows of 196 B
+    ((2, 16, 16, 7, 7), "s8", True),    # 16o x 16i x 49 f32: 50 KB
+    ((2, 16, 16, 5, 5), "u8", True),
+])
+def test_whole_line_pieces_into_rows_off_the_lines_go_through_a_stage(nt_and_parallel_always, monkeypatch,
+                                                                     dims, sdt, staged):
+    """cols tiles of 16 f32 rows store whole-line pieces, but into destination rows off the
+    lines (`gOIhw16i16o -> goihw` with 7x7 planes: rows of 196 B): one macro tile takes all of
+    A and its dense destination range (the job's) is staged and written as whole NT lines
+    (``COLS_STAGE_WHOLE_A``); exact at aligned and misaligned destinations."""
+    s, d = M(dims, sdt, "gOIhw16i16o"), M(dims, "f32", "goihw")
+    k = lj.compiler.build(s, d)
+    t = k.plan.tile
+    assert t.c is not None and k.plan.cols_stage == staged and t.R * t.M >= k.plan.nodes[t.a].extent, \
+        k.plan.describe()
+    _run_checked(k, offsets=(0, 4, 32))
+    monkeypatch.setattr(plan_mod, "COLS_STAGE_WHOLE_A", False)
+    assert not lower_and_plan(s, d, None)[1].cols_stage
