@@ -3311,6 +3311,8 @@ COLS_STAGE_BYTES = 16 * 1024
 #: macro tiles of all of A to stage ranges up to this many bytes (0: off, for A/B runs).
 COLS_STAGE_WHOLE_A = os.environ.get("LAYOUTJIT_COLS_STAGE_WHOLE_A", "1") != "0"
 COLS_STAGE_WHOLE_A_BYTES = 64 * 1024
+#: ... which is also the stage's limit for tiles of one element size (0: COLS_STAGE_BYTES).
+COLS_STAGE_SAME_WIDE = os.environ.get("LAYOUTJIT_COLS_STAGE_SAME_WIDE", "1") != "0"
 
 
 def cols_stage(ir: LoopIR, tile: TileSpec) -> bool:
@@ -3334,7 +3336,11 @@ def cols_stage(ir: LoopIR, tile: TileSpec) -> bool:
     up to ``COLS_STAGE_WHOLE_A_BYTES``. A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2
     threads), plain -> staged: s8 -> f32 64x512x8x7x7 (25 KB a job) 2.31 -> 1.32 (1.70 ->
     1.15; oneDNN 1.70 (1.31), which had been ahead), 64x512x16x7x7 (50 KB) 2.45 -> 1.48 (1.87
-    -> 1.35; oneDNN 3.06 (2.41)).
+    -> 1.35; oneDNN 3.06 (2.41)). Tiles of one element size stage up to that size too
+    (``COLS_STAGE_SAME_WIDE``): bf16 `goihw -> gOIhw16i16o` 16x1024x64x7x5 (18 KB a macro
+    tile) 1.88 -> 1.14 (1.74 -> 1.20), 7x7 (25 KB) 1.61 -> 1.02 (1.35 -> 1.03); with f32 ->
+    bf16 it went both ways (5x7 1.43 -> 0.90 (1.86 -> 1.99), 64x1024x64x7x7 1.57 -> 2.41),
+    so conversions keep 16 KB.
     """
     if tile.kind != "transpose" or tile.c is None or tile.b is None or len(ir.operands) != 2:
         return False
@@ -3352,7 +3358,8 @@ def cols_stage(ir: LoopIR, tile: TileSpec) -> bool:
         if n.strides[0] != span:
             return False
         span *= n.extent
-    cap = COLS_STAGE_WHOLE_A_BYTES if (tile.R * dsz) % 64 == 0 else COLS_STAGE_BYTES
+    same = ir.operands[1].dtype.size == dsz
+    cap = COLS_STAGE_WHOLE_A_BYTES if (tile.R * dsz) % 64 == 0 or (same and COLS_STAGE_SAME_WIDE) else COLS_STAGE_BYTES
     if span % q or span * dsz > cap or dst.offset0 % q:
         return False
     return all((n.strides[0] or 0) % q == 0 for i, n in enumerate(ir.nodes) if i not in tile.nodes)

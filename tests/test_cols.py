@@ -159,7 +159,8 @@ def test_short_pieces_go_through_a_stage(nt_and_parallel_always, monkeypatch, di
     range is staged and written as whole NT lines (``Plan.cols_stage``); every byte, 1 and
     2 threads, aligned and misaligned destinations, nothing written outside."""
     monkeypatch.setattr(plan_mod, "COLS_STAGE_BYTES", 2048)
-    k = lj.compile_reorder(M(dims, "f32", stag), M(dims, ddt, dtag))
+    monkeypatch.setattr(plan_mod, "COLS_STAGE_SAME_WIDE", False)
+    k = lj.compiler.build(M(dims, "f32", stag), M(dims, ddt, dtag))
     assert k.plan.tile.c is not None and k.plan.cols_stage == staged, k.plan.describe()
     assert k.plan.nt == staged and ("written out as whole non-temporal lines" in k.plan.describe()) == staged
     _run_checked(k, offsets=(0, as_dtype(ddt).size, 32))
@@ -286,4 +287,15 @@ def test_whole_line_pieces_into_rows_off_the_lines_go_through_a_stage(nt_and_par
         k.plan.describe()
     _run_checked(k, offsets=(0, 4, 32))
     monkeypatch.setattr(plan_mod, "COLS_STAGE_WHOLE_A", False)
+    assert not lower_and_plan(s, d, None)[1].cols_stage
+
+
+def test_tiles_of_one_element_size_take_larger_stages(nt_and_parallel_always, monkeypatch):
+    """Tiles that do not convert stage up to COLS_STAGE_WHOLE_A_BYTES (``COLS_STAGE_SAME_WIDE``)."""
+    monkeypatch.setattr(plan_mod, "COLS_STAGE_BYTES", 2048)
+    s, d = M((40, 16, 3, 3), "f32", "oihw"), M((40, 16, 3, 3), "f32", "OIhw8i8o")  # 2304 B
+    k = lj.compiler.build(s, d)
+    assert k.plan.cols_stage, k.plan.describe()
+    _run_checked(k, offsets=(0, 4, 32))
+    monkeypatch.setattr(plan_mod, "COLS_STAGE_SAME_WIDE", False)
     assert not lower_and_plan(s, d, None)[1].cols_stage
