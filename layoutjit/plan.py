@@ -3537,6 +3537,9 @@ def lines_panel(ir: LoopIR, tile: TileSpec) -> int:
 #: reads from each stream per block of columns.
 LINES_PASS_STREAMS = int(os.environ.get("LAYOUTJIT_LINES_PASS_STREAMS", 8))
 LINES_PASS_BYTES = 64 * 1024
+#: ... not where a sweep of 1-byte source runs writes under 128 B of each column and the
+#: columns are a multiple of this many bytes apart (0: off, for A/B runs).
+LINES_PASS_ALIAS_BYTES = int(os.environ.get("LAYOUTJIT_LINES_PASS_ALIAS_BYTES", 512))
 
 
 def lines_passes(ir: LoopIR, tile: TileSpec) -> int:
@@ -3558,6 +3561,21 @@ def lines_passes(ir: LoopIR, tile: TileSpec) -> int:
     0.58), `nCdhw8c -> ndhwc` 8x128x16x28x28 0.67 -> 0.54 (0.64 -> 0.61), `oihw ->
     OIhw4i16o4i` 4096x4096 0.45 -> 0.42 (0.60 -> 0.54), five more equal or better. Sweeps
     of 4 streams: f32 -> u8 0.59 (0.74), but nChw8c -> nhwc f32 lost (0.60 -> 0.71).
+
+    Not where a sweep of 1-byte source runs writes single lines (under 128 B) of columns a
+    multiple of 512 B apart (``LINES_PASS_ALIAS_BYTES``): s8 `nChw8c -> nhwc` with C = 1024 wrote 64 B (8
+    runs of 8) of each 1 KB pixel per sweep, one NT line per row, rows whose addresses
+    repeat modulo 4 KB every 4 rows (as in ``_two_line_rows``). A/B on Zen 3 (AVX2), ratio
+    to copy at 1 thread (2 threads), sweeps -> columns outer: 64x1024x14x112 1.34-1.42 ->
+    0.71-0.78 (1.07-1.10 -> 0.73-0.77; oneDNN 1.83-2.05 (1.72-2.10), 1.37 (1.44) in the
+    harness), u8 1.29 -> 0.80 (1.07 -> 0.74), C = 512 64x512x28x56 1.16 -> 0.81 (0.96 ->
+    0.79). Other strides keep the sweeps, which won there: C = 384 s8 0.61 (0.63) with
+    sweeps against 0.93 (1.05) without, C = 768 f32 -> s8 0.73 (0.77) against 0.92 (0.85),
+    f32 -> u8 C = 384 0.77 (0.78) against 1.05 (0.91); so did wider sources into such
+    columns (f32 -> s8 `nCdhw8c -> ndhwc` C = 1024 0.75 (0.71) against 0.96-1.02 (0.83-0.89),
+    f32 `ABcd16b16a2b -> aBcd32b` 1.05 (0.73) against 1.36 (0.93)): they convert or move
+    more source bytes per line, and keep the sweeps. Smaller blocks of columns (16 or 4 KB
+    of each stream instead of 64) did not help the 1-byte sweeps (1.29-1.33).
     """
     if not LINES_PASS_STREAMS or tile.kind != "lines" or tile.b is None or tile.l is None:
         return 0
@@ -3566,6 +3584,11 @@ def lines_passes(ir: LoopIR, tile: TileSpec) -> int:
     a, b, run = ir.nodes[tile.a], ir.nodes[tile.b], ir.nodes[tile.l]
     if a.extent > b.extent:  # the rows innermost (codegen's emit_group): no column loop to block
         return 0
+    dsz = ir.operands[0].dtype.size
+    sweep = LINES_PASS_STREAMS * run.extent * dsz  # bytes of each column a sweep writes
+    if (LINES_PASS_ALIAS_BYTES and b.strides[0] is not None and sweep < 128
+            and ir.operands[1].dtype.size == 1 and (abs(b.strides[0]) * dsz) % LINES_PASS_ALIAS_BYTES == 0):
+        return 0  # a sweep would write single lines into columns whose addresses alias
     return max(1, LINES_PASS_BYTES // (run.extent * ir.operands[1].dtype.size))
 
 

@@ -1021,6 +1021,13 @@ def test_lines_passes_not_taken(monkeypatch):
     assert plan((32, 128, 56, 56), "nChw16c", "nhwc").lines_passes == 0     # 8 planes
     assert plan((2, 256, 5, 5), "nChw16c", "nhwc").lines_passes == 0        # small: plain stores
     assert plan((32, 256, 56, 56), "nhwc", "nChw16c").lines_passes == 0     # rows innermost
+    # 1-byte runs of 8, each sweep one line of pixels 512 B or 1 KB apart: no sweeps
+    assert plan((64, 1024, 14, 112), "nChw8c", "nhwc", "s8", "s8").lines_passes == 0
+    assert plan((64, 512, 28, 56), "nChw8c", "nhwc", "u8", "u8").lines_passes == 0
+    assert plan((16, 384, 64, 128), "nChw8c", "nhwc", "s8", "s8").lines_passes > 0   # 384 B apart
+    assert plan((8, 1024, 64, 112), "nChw8c", "nhwc", "f32", "s8").lines_passes > 0  # f32 source
+    monkeypatch.setattr(plan_mod, "LINES_PASS_ALIAS_BYTES", 0)
+    assert plan((64, 1024, 14, 112), "nChw8c", "nhwc", "s8", "s8").lines_passes > 0
 
 
 def test_narrowing_prefetch_wants_groups_that_follow(monkeypatch):
