@@ -407,9 +407,9 @@ def trim_skipped(ir: LoopIR) -> LoopIR:
 TRIM_OUTER_STEPS = os.environ.get("LAYOUTJIT_TRIM_OUTER_STEPS", "1") != "0"
 #: trim_skipped also trims runs (0 for A/B); _packed_padded_runs packs runs of one type up to this many bytes.
 TRIM_RUNS = os.environ.get("LAYOUTJIT_TRIM_RUNS", "1") != "0"
+PACKED_SAME_MAX_BYTES = int(os.environ.get("LAYOUTJIT_PACKED_SAME_MAX_BYTES", 64))
 #: Plan.elem_prefetch: bytes ahead (0: off, for A/B runs).
 ELEM_PREFETCH_BYTES = int(os.environ.get("LAYOUTJIT_ELEM_PREFETCH_BYTES", 2048))
-PACKED_SAME_MAX_BYTES = int(os.environ.get("LAYOUTJIT_PACKED_SAME_MAX_BYTES", 64))
 
 
 def _outermost_digit(n: Node, nodes: list[Node]) -> bool:
@@ -3365,6 +3365,8 @@ def cols_stage(ir: LoopIR, tile: TileSpec) -> bool:
     return all((n.strides[0] or 0) % q == 0 for i, n in enumerate(ir.nodes) if i not in tile.nodes)
 
 
+#: Jobs that check their destination offset at run time (Plan.job_align) also take kind
+#: "lines" that follows its columns' lines (line_phases; 0 for A/B).
 JOB_ALIGN_PHASES = os.environ.get("LAYOUTJIT_JOB_ALIGN_PHASES", "1") != "0"
 #: Kind "lines" follows the lines of columns shorter than the rows too (line_phases; 0 for A/B).
 LINE_PHASES_LONG_ROWS = os.environ.get("LAYOUTJIT_LINE_PHASES_LONG_ROWS", "1") != "0"
@@ -3524,7 +3526,7 @@ def lines_panel(ir: LoopIR, tile: TileSpec) -> int:
     base = q // g
     cols = max(base, LINES_PANEL_BYTES // (dB * dsz) // base * base)
     if LINES_PANEL_BLOCKS and b.extent < cols:
-        cols = b.extent // base * base  # short columns runs (7x7 planes): one panel of most of them
+        cols = b.extent // base * base  # short runs of columns (7x7 planes): one panel of most
         if cols * dB * dsz < LINES_PANEL_MIN_BYTES:
             return 0
     if cols * dB * dsz > 4 * LINES_PANEL_BYTES or b.extent < cols:
