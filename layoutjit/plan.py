@@ -2126,7 +2126,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     # lines that start on 64-byte boundaries in some jobs only (nchw -> nChw8c with an odd
     # number of pixels: every other image half a line off): each job checks at run time
     job_align = bool(tile is not None and not static_nt and tile.kind in ("transpose", "lines")
-                     and _nt_possible(ir, tile, phases=allow_shift and JOB_ALIGN_PHASES,
+                     and _nt_possible(ir, tile, phases=allow_shift and _job_align_phases(ir, tile),
                                       runtime=_job_nodes(ir, tile, parallel)))
     if tile is not None and (static_nt or job_align):
         # one store rule for transposes that take wide macro tiles when their stores are
@@ -2239,7 +2239,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
             parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     if job_align and nt:
         assert tile is not None
-        nt = _nt_possible(ir, tile, phases=allow_shift and JOB_ALIGN_PHASES,
+        nt = _nt_possible(ir, tile, phases=allow_shift and _job_align_phases(ir, tile),
                           runtime=_job_nodes(ir, tile, parallel))  # the final split
         if nt:
             notes.append("destination lines start on 64-byte boundaries in some jobs only: each job "
@@ -3368,6 +3368,30 @@ def cols_stage(ir: LoopIR, tile: TileSpec) -> bool:
 #: Jobs that check their destination offset at run time (Plan.job_align) also take kind
 #: "lines" that follows its columns' lines (line_phases; 0 for A/B).
 JOB_ALIGN_PHASES = os.environ.get("LAYOUTJIT_JOB_ALIGN_PHASES", "1") != "0"
+#: ... for columns shorter than the rows: of at least this many destination bytes.
+JOB_ALIGN_PHASES_MIN_BYTES = 2048
+
+
+def _job_align_phases(ir: LoopIR, tile: TileSpec) -> bool:
+    """Whether jobs that check their offset at run time may take phased "lines" calls
+    (``JOB_ALIGN_PHASES``): where the columns are shorter than the rows (A longer than B),
+    columns of at least ``JOB_ALIGN_PHASES_MIN_BYTES``.
+
+    Pixels as columns (`nChw8c -> nhwc` f32 C = 56 with 299x13 planes: every other image
+    half a line off): plain -> phases 0.81 -> 0.65 (0.96 -> 0.73; oneDNN 0.69 (0.90)).
+
+    A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), plain -> phases in the jobs
+    that start a line: bf16 `nChw16c -> nChw8c` 32x256x55x55 (columns of 48 KB) 0.97 ->
+    0.86 (0.96 -> 0.91), f32 -> bf16 1.08 -> 0.82 (1.11 -> 0.88); with 7x7 planes (784 B)
+    f32 -> bf16 1.34-1.37 -> 1.46 (1.10-1.12 -> 1.23), bf16 1.29 -> 1.19 (1.08 -> 1.06):
+    short columns cut into calls of one to three runs lose what the NT stores save.
+    """
+    if not JOB_ALIGN_PHASES or tile.kind != "lines" or tile.l is None or tile.b is None:
+        return False
+    a, b, run = ir.nodes[tile.a], ir.nodes[tile.b], ir.nodes[tile.l]
+    if a.extent <= b.extent:  # columns at least as many as their runs (nChw8c -> nhwc): always
+        return True
+    return a.extent * run.extent * ir.operands[0].dtype.size >= JOB_ALIGN_PHASES_MIN_BYTES
 #: Kind "lines" follows the lines of columns shorter than the rows too (line_phases; 0 for A/B).
 LINE_PHASES_LONG_ROWS = os.environ.get("LAYOUTJIT_LINE_PHASES_LONG_ROWS", "1") != "0"
 

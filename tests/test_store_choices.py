@@ -624,8 +624,9 @@ def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag,
     nothing written outside."""
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "JOB_ALIGN_PHASES_MIN_BYTES", 0)  # (columns of 336 B here)
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
-    k = lj.compile_reorder(s, d)
+    k = lj.compiler.build(s, d)
     p = k.plan
     assert p.tile.kind == "lines", p.describe()
     assert p.line_phases == phases and p.nt, p.describe()
@@ -636,6 +637,18 @@ def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag,
     x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 32}))
+
+
+def test_job_align_phases_want_long_columns():
+    """Jobs that start a line only in some cases take phased calls where the columns are
+    the pixels, or planes of at least 2 KB; 7x7 planes of bf16 (784 B) keep plain stores."""
+    def plan(dims, sdt, ddt, stag="nChw16c", dtag="nChw8c"):
+        return lower_and_plan(M(dims, sdt, stag), M(dims, ddt, dtag), None)[1]
+    p = plan((32, 256, 55, 55), "bf16", "bf16")
+    assert p.nt and p.job_align and p.line_phases == 4, p.describe()
+    assert not plan((256, 2048, 7, 7), "f32", "bf16").nt
+    p = plan((64, 56, 299, 13), "f32", "f32", "nChw8c", "nhwc")
+    assert p.nt and p.job_align and p.line_phases == 2, p.describe()
 
 
 @pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, panel", [
