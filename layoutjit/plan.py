@@ -745,8 +745,9 @@ class Plan:
         if self.tile is not None or not ELEM_PREFETCH_BYTES or len(self.ir.operands) != 2:
             return 0
         order = self.loop_order()
-        if len(order) < 2 or self.bytes_moved < NT_MIN_BYTES:
-            return 0
+        npar = self.parallel - 1 if self.macro_job else self.parallel  # (codegen's job loops)
+        if len(order) - 2 < npar or self.bytes_moved < NT_MIN_BYTES:
+            return 0  # (the loop around the innermost one is the job loop: nowhere to put it)
         ssz = self.ir.operands[1].dtype.size
         inner, outer = self.nodes[order[-1]], self.nodes[order[-2]]
         if inner.strides[1] != 1 or outer.strides[1] is None:
@@ -3310,7 +3311,7 @@ COLS_STAGE_BYTES = 16 * 1024
 #: ... and cols transposes whose tiles store whole-line pieces into rows off the lines take
 #: macro tiles of all of A to stage ranges up to this many bytes (0: off, for A/B runs).
 COLS_STAGE_WHOLE_A = os.environ.get("LAYOUTJIT_COLS_STAGE_WHOLE_A", "1") != "0"
-COLS_STAGE_WHOLE_A_BYTES = 64 * 1024
+COLS_STAGE_WIDE_BYTES = 64 * 1024
 #: ... which is also the stage's limit for tiles of one element size (0: COLS_STAGE_BYTES).
 COLS_STAGE_SAME_WIDE = os.environ.get("LAYOUTJIT_COLS_STAGE_SAME_WIDE", "1") != "0"
 
@@ -3333,7 +3334,7 @@ def cols_stage(ir: LoopIR, tile: TileSpec) -> bool:
     Tiles whose pieces are whole lines but land in rows off the lines (``COLS_STAGE_WHOLE_A``:
     `gOIhw16i16o -> goihw` with 7x7 planes, 16 f32 of rows 196 B apart) kept plain stores
     into partial lines; one macro tile now takes all of A and stages the job's dense range,
-    up to ``COLS_STAGE_WHOLE_A_BYTES``. A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2
+    up to ``COLS_STAGE_WIDE_BYTES``. A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2
     threads), plain -> staged: s8 -> f32 64x512x8x7x7 (25 KB a job) 2.31 -> 1.32 (1.70 ->
     1.15; oneDNN 1.70 (1.31), which had been ahead), 64x512x16x7x7 (50 KB) 2.45 -> 1.48 (1.87
     -> 1.35; oneDNN 3.06 (2.41)). Tiles of one element size stage up to that size too
@@ -3359,7 +3360,7 @@ def cols_stage(ir: LoopIR, tile: TileSpec) -> bool:
             return False
         span *= n.extent
     same = ir.operands[1].dtype.size == dsz
-    cap = COLS_STAGE_WHOLE_A_BYTES if (tile.R * dsz) % 64 == 0 or (same and COLS_STAGE_SAME_WIDE) else COLS_STAGE_BYTES
+    cap = COLS_STAGE_WIDE_BYTES if (tile.R * dsz) % 64 == 0 or (same and COLS_STAGE_SAME_WIDE) else COLS_STAGE_BYTES
     if span % q or span * dsz > cap or dst.offset0 % q:
         return False
     return all((n.strides[0] or 0) % q == 0 for i, n in enumerate(ir.nodes) if i not in tile.nodes)

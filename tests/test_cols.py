@@ -291,7 +291,7 @@ def test_whole_line_pieces_into_rows_off_the_lines_go_through_a_stage(nt_and_par
 
 
 def test_tiles_of_one_element_size_take_larger_stages(nt_and_parallel_always, monkeypatch):
-    """Tiles that do not convert stage up to COLS_STAGE_WHOLE_A_BYTES (``COLS_STAGE_SAME_WIDE``)."""
+    """Tiles that do not convert stage up to COLS_STAGE_WIDE_BYTES (``COLS_STAGE_SAME_WIDE``)."""
     monkeypatch.setattr(plan_mod, "COLS_STAGE_BYTES", 2048)
     s, d = M((40, 16, 3, 3), "f32", "oihw"), M((40, 16, 3, 3), "f32", "OIhw8i8o")  # 2304 B
     k = lj.compiler.build(s, d)
