@@ -1159,6 +1159,84 @@ def _lines_src_order(ir: LoopIR, tile: TileSpec) -> int:
     return tile.a
 
 
+#: NT transposes whose job loop barely moves the source read their rows a few at a time
+#: (``_far_rows_order``; ``LAYOUTJIT_FAR_ROWS_ORDER=0``: never).
+FAR_ROWS_ORDER = os.environ.get("LAYOUTJIT_FAR_ROWS_ORDER", "1") != "0"
+#: Most tile calls between two steps of the node that continues the tiles' source rows.
+FAR_ROWS_STREAMS = 16
+#: 1: that node goes innermost of the outer loops instead (A/B probes only).
+FAR_ROWS_INNERMOST = 0
+#: Least source span (bytes) between two of its steps: below it the rows' next pieces are
+#: still in cache (`OIhw16o16i -> oihw` 1024x1024x3x3, 576 KB: 1.16 -> 1.41x copy).
+FAR_ROWS_SPAN_BYTES = 1 << 20
+#: Least source bytes of a row group (the tile's A) where the move breaks a step that
+#: continues the destination lines: groups of 256 B lost (`Acb16a -> nCw8c`).
+FAR_ROWS_CONTINUED_READ_BYTES = 1024
+
+
+def _far_rows_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
+    """The outer step that continues the tiles' source rows moved inward until at most
+    ``FAR_ROWS_STREAMS`` tile calls run between two of its steps, for NT transposes that
+    write whole lines.
+
+    `oihw -> IOhw16o16i` 1024x1024x5x5: the destination order makes the I blocks the job
+    loop. The source step of an I block is 16 x 25 elements, so each job read one 1.6 KB
+    piece of every one of the 1024 o rows, 100 KB apart, and the next job read the next
+    piece of each. The prefetchers never saw a stream. With the O blocks outside the I
+    blocks, a job reads 16 rows in order and writes 64 runs of 25 KB, each whole lines
+    (NT stores of whole lines read nothing wherever they land).
+
+    Only where the source between two steps of that node spans ``FAR_ROWS_SPAN_BYTES``
+    (else its next pieces come from cache), and where the move passes a step that continues
+    the destination lines (the tiles' rows then jump at every call) only for row groups of
+    ``FAR_ROWS_CONTINUED_READ_BYTES`` or more. A/B on Zen 3 (AVX2), ratio to copy at 1
+    thread (2 threads), destination order -> moved: `oihw -> IOhw16o16i` bf16 1024x1024x5x5
+    1.39-1.82 (1.35-1.41) -> 1.02-1.07 (0.88-0.89), 3x3 2.36-2.64 (1.49-1.82) -> 0.87-0.88
+    (0.74-0.75), f32 -> bf16 3x3 2.06 (1.86) -> 0.87 (0.67), f32 3x3 1000x512 1.26-1.69
+    (1.26-1.37) -> 0.80-1.17 (0.83-0.88), f32 5x5 1.79 (1.64) -> 1.48 (1.41), f32 -> s8 7x3
+    2.35-3.41 (2.33-2.57) -> 1.40-1.45 (1.17-1.23), u8 7x7 1.59 (1.83) -> 1.52 (1.09);
+    `OIhw4o4i -> Ohwi16o` 96x128x8x192 1.43-1.58 (0.96-1.33) -> 0.47-0.56 (0.36-0.56);
+    `hwio -> OIhw8i16o2i` f32 -> bf16 1024x512x11x7 3.48-4.63 (2.35-3.61) -> 0.64-1.37
+    (1.48-1.62); `OIhw16o16i -> hwio` bf16 -> f32 48x256x64x48 1.09-1.33 (1.00-1.25) ->
+    0.41-0.54 (0.41-0.62), f32 7x7 1.35-1.53 (1.13-1.27) -> 1.25-1.27 (0.91-1.03);
+    `OIhw16i16o -> ohwi` f32 -> bf16 768x1024x11x7 1.61-2.11 (1.12-1.69) -> 0.97-1.60
+    (0.88-1.18). Lost before the two limits: `OIhw16o16i -> oihw` 1024x1024x3x3 (576 KB
+    span) 1.16 (1.21) -> 1.41 (1.29), `Acb16a -> nCw8c` bf16 -> f32 (256 B row groups)
+    1.68-1.88 (0.70-1.00) -> 2.18-2.63 (0.97-1.38), s8 `AcdeB8b8a -> aBdec64b` 0.70-0.80
+    (0.71-0.78) -> 1.52-1.86 (1.33-1.68).
+    """
+    if not FAR_ROWS_ORDER or tile.kind != "transpose" or tile.b is None or tile.c is not None:
+        return None
+    first = min(tile.nodes)
+    outer = list(ir.nodes[:first])
+    if len(outer) < 2 or any(s is None for m in outer for s in m.strides) or not _starts_on_lines(ir, outer):
+        return None
+    moving = [i for i, m in enumerate(outer) if m.strides[1]]
+    if not moving:
+        return None
+    k = min(moving, key=lambda i: abs(outer[i].strides[1] or 0))
+    if math.prod(m.extent for m in outer[k + 1:]) <= FAR_ROWS_STREAMS:
+        return None
+    ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
+    if sum((m.extent - 1) * abs(m.strides[1] or 0) for m in outer[k + 1:]) * ssz < FAR_ROWS_SPAN_BYTES:
+        return None
+    step = outer.pop(k)
+    j = len(outer)
+    if not FAR_ROWS_INNERMOST:
+        j = k
+        while j < len(outer) and math.prod(m.extent for m in outer[j:]) > FAR_ROWS_STREAMS:
+            j += 1
+    passed = outer[k:j]
+    if any(_guarded(ir, m) and m.dim == step.dim for m in passed):
+        return None  # (a padded dim's digits stay heaviest-first)
+    a = ir.nodes[tile.a]
+    if (any(abs(m.strides[0] or 0) * dsz <= 64 for m in passed)
+            and a.extent * abs(a.strides[1] or 0) * ssz < FAR_ROWS_CONTINUED_READ_BYTES):
+        return None
+    outer.insert(j, step)
+    return ir.with_nodes(outer + list(ir.nodes[first:]), "far_rows_order")
+
+
 def _scattered_line_reads(ir: LoopIR, outer: Sequence[Node]) -> bool:
     """Whether tiles that read whole source lines and narrow them 4x or more (f32 -> s8)
     take the source order all the same: in destination order the outer step that continues
@@ -2144,6 +2222,12 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                      "order, each run written as whole non-temporal lines wherever it goes)")
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     blocks_outer = _block_src_order(ir, tile) if nt and tile is not None else 0
+    far = _far_rows_order(ir, tile) if nt and tile is not None and not blocks_outer else None
+    if far is not None:
+        ir = far
+        notes.append("the job loop barely moves the source: the step that continues the tiles' source "
+                     f"rows moved inward (at most {FAR_ROWS_STREAMS} tile calls between its steps)")
+        parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     if blocks_outer:
         ir = _by_source(ir, blocks_outer)
         assert tile is not None
