@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -358,6 +359,9 @@ class KernelWriter:
             self._render_jobs(depth + 1, nt=False)
         else:
             self._render_jobs(depth, nt=False)
+        if self.plan.job_stage:
+            w.lines.insert(buf_at, "    " * depth + f"jstage = np.empty({self.plan.job_stage}, "
+                           f"np.{numba_type(self.ops[0].dtype)})")
         if self.stage_elems:  # Plan.row_stage; sto: its first element on a 64-byte line
             w.lines.insert(buf_at, "    " * depth + f"sto = ((-stage.ctypes.data) & 63) // {self.ops[0].dtype.size}")
             w.lines.insert(buf_at, "    " * depth + f"stage = np.empty({self.stage_elems}, "
@@ -802,11 +806,33 @@ class KernelWriter:
                   macro_job: bool, offs: list[str], state: dict, terms: dict, entered: set[int],
                   nt: bool) -> None:
         """What one job does once its offsets are decoded: a macro tile, or the serial loops."""
-        if macro_job and self.plan.tile is not None:
+        if nt and self.plan.job_stage:
+            self._staged_job(depth, k, order, npar, offs, state, terms, entered)
+        elif macro_job and self.plan.tile is not None:
             self._tile(depth, offs, state, terms, entered, nt, group_var=vars_[k])
         else:
             self.chunk_var = vars_[k] if macro_job else None
             self._serial(depth, npar, order, offs, state, terms, entered, nt)
+
+    def _staged_job(self, depth: int, k: int, order: list[int], npar: int, offs: list[str], state: dict,
+                    terms: dict, entered: set[int]) -> None:
+        """``Plan.job_stage``: the job's loops with plain stores into ``jstage`` (offsets
+        relative to the job's first destination element), then the stage written to the
+        destination as whole aligned non-temporal lines."""
+        w = self.w
+        span = self.plan.job_stage
+        q = max(1, 64 // self.ops[0].dtype.size)
+        line = self._micro(("gather", 1, q, 1, True), str(self.ops[0].dtype), str(self.ops[0].dtype))
+        w.put(depth, f"jb = {offs[0]}")
+        self.chunk_var = None
+        first = len(w.lines)
+        self._serial(depth, npar, order, ["0"] + list(offs[1:]), state, terms, entered, False)
+        for i in range(first, len(w.lines)):
+            assert "ctypes" not in w.lines[i], w.lines[i]
+            w.lines[i] = re.sub(r"\bdst\b", "jstage", w.lines[i])
+        w.put(depth, f"for p in range(0, {span}, {q}):")
+        w.put(depth + 1, f"{line}(jstage, p, 0, dst, jb + p)")
+        self.uses_nt = True
 
     def _segments_for(self, idx: int, state: dict, entered: set[int]) -> tuple[list | None, int | None, dict]:
         """Segments of the loop over node idx, the dim they specialize, and the state to use.
