@@ -55,10 +55,16 @@ def test_long_periods_take_line_rows(plans_32, monkeypatch):
     assert p.nt and p.tile.a3 is not None and not p.prefetch, p.describe()
 
 
-def test_no_prefetch_in_cache_or_where_the_next_block_is_elsewhere():
+def test_no_prefetch_in_cache_or_where_the_next_block_is_elsewhere(monkeypatch):
     p = plan_of((32, 32, 7, 7), "OIhw16i16o", "oihw")  # in cache: plain stores
     assert p.tile.a2 is not None and not p.nt and not p.prefetch, p.describe()
-    # `IOhw16i16o`: the innermost outer loop (i-blocks) steps over all o-blocks' blocks
+    # `IOhw16i16o` in destination order: the innermost outer loop (i-blocks) steps over
+    # all o-blocks' blocks. The far-rows order (plan._far_rows_order) puts the o-blocks
+    # inside, the next block follows, and the plan prefetches it.
+    p = plan_of((1024, 512, 7, 7), "IOhw16i16o", "oihw")
+    assert p.nt and p.tile.a2 is not None and p.prefetch, p.describe()
+    assert plan_mod.period_next(p.ir, p.tile) != 0, p.describe()
+    monkeypatch.setattr(plan_mod, "FAR_ROWS_ORDER", False)
     p = plan_of((1024, 512, 7, 7), "IOhw16i16o", "oihw")
     assert p.nt and p.tile.a2 is not None, p.describe()
     assert plan_mod.period_next(p.ir, p.tile) == 0 and not p.prefetch, p.describe()
