@@ -1677,7 +1677,10 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         k = len(rest)
         spec = TileSpec("transpose", k, k + 2, R, max(1, vbytes // ssz), M, False, c=k + 1)
         cols_ir = ir.with_nodes(rest + [a, nodes[ic], b], "choose_tile")
-        if (a.extent * dsz <= LINE_ROWS_OVER_COLS_BYTES and b.extent * ssz >= max(8, a.extent * dsz)
+        short = a.extent * dsz <= LINE_ROWS_OVER_COLS_BYTES and b.extent * ssz >= max(8, a.extent * dsz)
+        wide = (a.extent * dsz <= LINE_ROWS_OVER_COLS_WIDE_BYTES and ssz <= dsz
+                and b.extent * ssz >= LINE_ROWS_OVER_COLS_SRC_BYTES)
+        if ((short or wide)
                 and _transpose_takes_nt(ir, ssz, dsz) and not (COLS_STAGE and cols_stage(cols_ir, spec))):
             lined = _line_rows(ir, nodes, ia, ib, dsz, vbytes // ssz)
             if lined is not None:
@@ -1719,6 +1722,19 @@ COLS_UNIFORM = os.environ.get("LAYOUTJIT_COLS_UNIFORM", "1") != "0"
 #: 1.78 -> 3.30 at 1 thread, `AcdeB24a4b -> abdec` 2.13 -> 5.04), and tiny tensors in
 #: cache (f32 -> s8 17x16x14x14 chwn -> nChw16c +1.3 us). ``LAYOUTJIT_LINE_ROWS_OVER_COLS_BYTES=0``: never.
 LINE_ROWS_OVER_COLS_BYTES = int(os.environ.get("LAYOUTJIT_LINE_ROWS_OVER_COLS_BYTES", 16))
+#: ... and so do cols tiles storing pieces of at most ``LINE_ROWS_OVER_COLS_WIDE_BYTES`` where
+#: the line rows read source pieces of ``LINE_ROWS_OVER_COLS_SRC_BYTES`` or more and the
+#: conversion does not narrow. s8 -> f32 `gOIhw16i16o -> goihw` 64x1024x96x5x1: cols tiles
+#: 5x32 store 20 B into each of 32 rows; line rows take 16 of the (i, hw) positions of a
+#: destination line as rows, 16 B of 16 o each. A/B on Zen 3 (AVX2), ratio to copy at 1
+#: thread (2 threads), cols -> line rows: 2.04 (1.46) -> 0.59 (0.66) (oneDNN 1.69 (1.18));
+#: 64x64x1024x1x7 2.14 (2.42) -> 1.21 (0.97) (oneDNN 1.50 (1.47), which had been ahead);
+#: s8 -> f32 `ncdhw -> gOIhw8i8o` 192x30x96x13x8 2.04 (1.31) -> 0.73 (0.60); bf16 `goihw ->
+#: gOIhw16i16o` 16x1024x56x7x5 2.04 (1.89) -> 0.85 (0.91); f32 and bf16 `gOIhw16i16o ->
+#: goihw` 5x1 and 7x1 even. f32 -> bf16 `goihw -> gOhwi16o` 64x16x768x5x3 lost (1.32
+#: (1.16) -> 2.28 (1.33)): narrowing conversions keep their cols tiles.
+LINE_ROWS_OVER_COLS_WIDE_BYTES = int(os.environ.get("LAYOUTJIT_LINE_ROWS_OVER_COLS_WIDE_BYTES", 32))
+LINE_ROWS_OVER_COLS_SRC_BYTES = 16
 
 
 #: Cols tiles whose C is the lightest digit of a padded dim (`goihw -> gOIhw16i16o` with

@@ -29,6 +29,10 @@ CASES = [
     ((40, 20, 4, 6), "chwn", "nChw8c", "u8", "u8"),    # c = 20 of 24: padded blocks
     ((24, 64, 16, 8), "Abcd4a", "aCdB16b16c4b", "f32", "f32"),
     ((12, 64, 3, 4), "abDC32d4c", "BcdA32b4a", "bf16", "bf16"),
+    # pieces of 20 and 32 bytes from 16-byte source pieces (LINE_ROWS_OVER_COLS_WIDE_BYTES)
+    ((2, 32, 32, 5, 1), "gOIhw16i16o", "goihw", "s8", "f32"),
+    ((2, 32, 16, 13, 8), "ncdhw", "gOIhw8i8o", "s8", "f32"),
+    ((2, 32, 24, 7, 5), "goihw", "gOIhw16i16o", "bf16", "bf16"),  # i = 24 of 32
 ]
 
 
@@ -47,5 +51,18 @@ def test_cols_kept(nt_everywhere, monkeypatch):
     p = plan_of(s, d)
     assert p.tile.c is not None, p.describe()
     monkeypatch.setattr(plan_mod, "LINE_ROWS_OVER_COLS_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "LINE_ROWS_OVER_COLS_WIDE_BYTES", 0)
     p = plan_of(M((40, 32, 4, 6), "u8", "chwn"), M((40, 32, 4, 6), "u8", "nChw8c"))
+    assert p.tile.c is not None and p.tile.a2 is None, p.describe()
+
+
+def test_narrowing_keeps_cols(nt_everywhere, monkeypatch):
+    """f32 -> bf16 pieces of 32 bytes keep their cols tiles; the wide rule off: cols again."""
+    dims = (4, 16, 64, 5, 3)
+    p = plan_of(M(dims, "f32", "goihw"), M(dims, "bf16", "gOhwi16o"))
+    assert p.tile.c is not None, p.describe()
+    dims = (2, 32, 32, 5, 1)
+    assert plan_of(M(dims, "s8", "gOIhw16i16o"), M(dims, "f32", "goihw")).tile.a2 is not None
+    monkeypatch.setattr(plan_mod, "LINE_ROWS_OVER_COLS_WIDE_BYTES", 0)
+    p = plan_of(M(dims, "s8", "gOIhw16i16o"), M(dims, "f32", "goihw"))
     assert p.tile.c is not None and p.tile.a2 is None, p.describe()
