@@ -859,7 +859,10 @@ class Plan:
                          "(plain stores for the panel's partial first and last line)")
         elif t is not None:
             how = "plain"
-            if self.nt:
+            if self.nt and self.job_stage:
+                how = (f"plain, into a stage of the job's {self.job_stage} destination elements, written "
+                       "out as whole aligned non-temporal lines (destinations off the lines: plain)")
+            elif self.nt:
                 how = "non-temporal where a call writes whole aligned lines"
                 if self.nt_tune_one:
                     how = ("plain or non-temporal, chosen at run time: the first calls at each "
@@ -1205,10 +1208,10 @@ def _far_rows_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
     `OIhw16i16o -> ohwi` f32 -> bf16 768x1024x11x7 1.61-2.11 (1.12-1.69) -> 0.97-1.60
     (0.88-1.18); `IOhw16i16o -> oihw` 1024x512x7x7 1.80 (1.44) -> 1.15 (0.90), 3x3 1.85
     (1.69) -> 1.06 (1.03), bf16 1024x1024x3x3 2.82 (1.82) -> 2.25 (1.86). Lost before the
-    two limits: `OIhw16o16i -> oihw` 1024x1024x3x3 (576 KB
-    span) 1.16 (1.21) -> 1.41 (1.29), `Acb16a -> nCw8c` bf16 -> f32 (256 B row groups)
-    1.68-1.88 (0.70-1.00) -> 2.18-2.63 (0.97-1.38), s8 `AcdeB8b8a -> aBdec64b` 0.70-0.80
-    (0.71-0.78) -> 1.52-1.86 (1.33-1.68).
+    two limits: `OIhw16o16i -> oihw` 1024x1024x3x3 (576 KB span) 1.16 (1.21) -> 1.41
+    (1.29), `Acb16a -> nCw8c` bf16 -> f32 (256 B row groups) 1.68-1.88 (0.70-1.00) ->
+    2.18-2.63 (0.97-1.38), s8 `AcdeB8b8a -> aBdec64b` 0.70-0.80 (0.71-0.78) -> 1.52-1.86
+    (1.33-1.68).
     """
     if not FAR_ROWS_ORDER or tile.kind != "transpose" or tile.b is None or tile.c is not None:
         return None
@@ -2549,10 +2552,10 @@ def job_stage(ir: LoopIR, tile: TileSpec, parallel: int) -> int:
     A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), plain -> staged: that pair
     2.41-2.49 (1.79-1.90) -> 1.74-1.94 (1.27-1.50) (oneDNN 2.02 (1.72), which had been
     ahead), I = 96 2.67 (2.14) -> 2.08 (1.69); f32 4x7x7 (I = 4 of 16) 0.91 (0.77) -> 0.75
-    (0.58); `OIhw8i16o2i ->
-    OIhw4i16o4i` 384x512x7x7 (256 B a job) 0.95 (0.93) -> 0.71 (0.73); s8 -> f32 `OIhw4o4i ->
-    OIhw8i8o` 1.26 (1.09) -> 0.89 (0.63); bf16 `BcdeA8b4a -> aBdeC16c48b2c` 1.16 (1.12) ->
-    0.54 (0.46); `aCdB16b32c4b -> abCd4c` 1.00 (1.06) -> 0.86 (0.68); six others even.
+    (0.58); `OIhw8i16o2i -> OIhw4i16o4i` 384x512x7x7 (256 B a job) 0.95 (0.93) -> 0.71
+    (0.73); s8 -> f32 `OIhw4o4i -> OIhw8i8o` 1.26 (1.09) -> 0.89 (0.63); bf16 `BcdeA8b4a ->
+    aBdeC16c48b2c` 1.16 (1.12) -> 0.54 (0.46); `aCdB16b32c4b -> abCd4c` 1.00 (1.06) -> 0.86
+    (0.68); six others even.
     Narrowing 4x went both ways (f32 -> s8 `gOIhw16i16o -> goihw` 64x384x16x7x5 3.08 (2.58)
     -> 2.48 (2.12), f32 -> u8 `OIhw8o8i -> OIhw16o16i` 1.77 (1.80) -> 2.26 (2.03)) and is
     left out, and so are plans whose tiles could store whole lines but whose size kept them
