@@ -1219,14 +1219,11 @@ def _far_rows_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
     outer = list(ir.nodes[:first])
     if len(outer) < 2 or any(s is None for m in outer for s in m.strides) or not _starts_on_lines(ir, outer):
         return None
-    moving = [i for i, m in enumerate(outer) if m.strides[1]]
-    if not moving:
-        return None
-    k = min(moving, key=lambda i: abs(outer[i].strides[1] or 0))
-    if math.prod(m.extent for m in outer[k + 1:]) <= FAR_ROWS_STREAMS:
+    k = _continuing_step(outer)
+    if k is None or math.prod(m.extent for m in outer[k + 1:]) <= FAR_ROWS_STREAMS:
         return None
     ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
-    if sum((m.extent - 1) * abs(m.strides[1] or 0) for m in outer[k + 1:]) * ssz < FAR_ROWS_SPAN_BYTES:
+    if _source_span(outer[k + 1:]) * ssz < FAR_ROWS_SPAN_BYTES:
         return None
     step = outer.pop(k)
     j = len(outer)
@@ -1262,12 +1259,20 @@ def _scattered_line_reads(ir: LoopIR, outer: Sequence[Node]) -> bool:
     ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
     if not SCATTERED_READS_BYTES or ssz < 4 * dsz:
         return False
+    k = _continuing_step(outer)
+    return k is not None and _source_span(outer[k + 1:]) * ssz >= SCATTERED_READS_BYTES
+
+
+def _continuing_step(outer: Sequence[Node]) -> int | None:
+    """Index of the outer node of least nonzero source stride: the step that continues the
+    tiles' source rows (None where no outer node moves the source)."""
     moving = [i for i, m in enumerate(outer) if m.strides[1]]
-    if not moving:
-        return False
-    k = min(moving, key=lambda i: abs(outer[i].strides[1] or 0))  # the step that continues the rows
-    span = sum((m.extent - 1) * abs(m.strides[1] or 0) for m in outer[k + 1:]) * ssz
-    return span >= SCATTERED_READS_BYTES
+    return min(moving, key=lambda i: abs(outer[i].strides[1] or 0)) if moving else None
+
+
+def _source_span(nodes: Sequence[Node]) -> int:
+    """Source elements between the first and the last position the loops ``nodes`` reach."""
+    return sum((m.extent - 1) * abs(m.strides[1] or 0) for m in nodes)
 
 
 #: Source span (bytes) of the loops inside the step that continues a tile's source rows
