@@ -639,6 +639,44 @@ def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag,
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 32}))
 
 
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, phases", [
+    ((2, 56, 3, 5, 3), "nCdhw16c", "nCdhw8c", "f32", "f32", 2),  # last 16c block: one 8c half
+    ((2, 40, 5, 7), "nChw16c", "nChw8c", "f32", "f32", 2),
+    ((2, 200, 3, 5), "nhwc", "nChw16c", "f32", "bf16", 2),      # 13 blocks, the last one half
+    ((2, 24, 13), "nwc", "nCw16c", "f32", "u8", 4),
+    ((2, 56, 5, 7), "nChw16c", "nChw8c", "s8", "f32", 2),
+    ((2, 20, 5, 7), "nChw16c", "nChw4c", "bf16", "f32", 4),
+])
+def test_line_phases_on_padded_dims(monkeypatch, dims, stag, dtag, sdt, ddt, phases):
+    """Columns off the lines where the channel dim is padded (``LINE_PHASES_PADDED``): the
+    padded dim's segments cut the column runs, each call's alignment still known at
+    generation; exact at every destination offset, 1 and 2 threads, nothing written outside,
+    padding zero. Without the rule: plain stores."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "JOB_ALIGN_PHASES_MIN_BYTES", 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    assert any(r.guarded for r in lower_and_plan(s, d, None)[0].dims)
+    monkeypatch.setattr(plan_mod, "LINE_PHASES_PADDED", False)
+    assert lower_and_plan(s, d, None)[1].line_phases == 1
+    monkeypatch.setattr(plan_mod, "LINE_PHASES_PADDED", True)
+    k = lj.compiler.build(s, d)
+    p = k.plan
+    assert p.tile.kind == "lines" and p.line_phases == phases and p.nt, p.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 32}))
+
+
+def test_line_phases_on_padded_dims_at_real_size():
+    """f32 `nCdhw16c -> nCdhw8c` C = 56 with odd 7x299x7 planes: phased NT calls (it was
+    the one listed pair slower than oneDNN, with plain stores)."""
+    dims = (16, 56, 7, 299, 7)
+    p = lower_and_plan(M(dims, "f32", "nCdhw16c"), M(dims, "f32", "nCdhw8c"), None)[1]
+    assert p.nt and p.line_phases == 2, p.describe()
+
+
 def test_job_align_phases_want_long_columns():
     """Jobs that start a line only in some cases take phased calls where the columns are
     the pixels, or planes of at least 2 KB; 7x7 planes of bf16 (784 B) keep plain stores."""
