@@ -204,6 +204,7 @@ class KernelWriter:
         self.chunk_var: str | None = None
         self.buffer_elems = 0  # size of the per-call transpose buffer for epilogues
         self.stage_elems = 0  # size of the per-call row stage (Plan.row_stage)
+        self._job_shift = 0  # elements past a line at which the job being emitted starts (job_shifts)
         t = plan.tile
         # rows of a transpose over two destination digits (``TileSpec.a2``)
         self.src_rows = src_rows(self.ir, t) if t is not None and t.a2 is not None else None
@@ -760,8 +761,12 @@ class KernelWriter:
         if k == len(par_nodes) and nt and self.plan.job_align:
             # this job's lines start on 64-byte boundaries, or it takes the plain stores
             dsz = self.ops[0].dtype.size
-            self.w.put(depth, f"if ((dst.ctypes.data + ({offs[0]}) * {dsz}) & 63) == 0:")
-            self._job_body(depth + 1, k, vars_, order, npar, macro_job, offs, state, terms, entered, True)
+            for i, shift in enumerate(self.plan.job_shifts):
+                self.w.put(depth, ("if " if i == 0 else "elif ")
+                           + f"((dst.ctypes.data + ({offs[0]}) * {dsz}) & 63) == {shift * dsz}:")
+                self._job_shift = shift  # (line_phases: the columns' phases move with the job)
+                self._job_body(depth + 1, k, vars_, order, npar, macro_job, offs, state, terms, entered, True)
+            self._job_shift = 0
             self.w.put(depth, "else:")
             self._job_body(depth + 1, k, vars_, order, npar, macro_job, offs, state, terms, entered, False)
             return
@@ -1595,7 +1600,7 @@ class KernelWriter:
 
         def phase_chunks(gr: list, c: int) -> list:
             """The group's rows cut where column c's destination lines begin (line_phases)."""
-            ph = (c * dB % q) // L.extent
+            ph = ((c * dB + self._job_shift) % q) // L.extent
             lo, hi = gr[0][0], gr[-1][0] + gr[-1][1]
             out, a = [], lo
             while a < hi:

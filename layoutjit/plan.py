@@ -599,6 +599,9 @@ class Plan:
     line_phases: int = 1  # kind "lines", columns starting off the lines: see line_phases()
     cols_stage: bool = False  # cols transposes of short destination pieces: see cols_stage()
     job_align: bool = False  # NT: each job checks that its destination offset starts a line
+    # job_align with line_phases: the offsets (elements past a line) at which a job starts
+    # and still takes phased NT calls (job_shifts())
+    job_shifts: tuple[int, ...] = (0,)
     # plain or NT stores chosen at run time by timing (store_choice.py); a shifted plan's
     # "NT" is its realigned lines, its "plain" the tiles straight into the rows (SHIFT_TUNE_ROWS)
     nt_tune: bool = False
@@ -2375,6 +2378,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     # local permutations stream like a copy: in that band one thread times the kinds too
     tune_one = bool(nt_tune and tile is not None and BLOCK_LOCAL_TUNE and _block_local(ir, tile))
     phases = line_phases(ir, tile) if nt and tile is not None else 1
+    if lpanel and nt:
+        phases = 0  # short columns: a panel even where the calls could follow the lines
     staged_cols = staged_cols and nt
     if staged_cols:
         notes.append("the tiles' stores are pieces shorter than a line: each macro tile's destination "
@@ -2383,6 +2388,10 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         notes.append(f"destination columns start on {phases} different offsets within a line: "
                      f"the calls of each column are cut at the lines (column loop unrolled by "
                      f"{phases}); a line shared by two columns gets plain stores")
+    shifts = job_shifts(ir, tile, parallel) if job_align and phases > 1 and tile is not None else (0,)
+    if len(shifts) > 1:
+        notes.append(f"jobs start at {len(shifts)} offsets within a line ({', '.join(map(str, shifts))} "
+                     f"elements in): each offset has its own phased calls")
     lpanel = lpanel if nt else 0
     if lpanel:
         assert tile is not None and tile.b is not None
@@ -2408,7 +2417,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                      f"stores), then writes them row by row as whole non-temporal lines")
     return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes), chunk, nt_split=nt_split,
                 nt_tune=nt_tune, nt_tune_one=tune_one, prefetch=prefetch, line_phases=phases,
-                cols_stage=staged_cols, job_align=job_align, row_stage=stage, lines_panel=lpanel,
+                cols_stage=staged_cols, job_align=job_align, job_shifts=shifts, row_stage=stage,
+                lines_panel=lpanel,
                 lines_passes=passes, lines_pass_streams=LINES_PASS_STREAMS if passes else 0)
 
 
@@ -3640,6 +3650,40 @@ def line_phases(ir: LoopIR, tile: TileSpec) -> int:
     return q // g
 
 
+#: Phased jobs (job_shifts) that start off the lines take their own NT calls (0 for A/B),
+#: up to this many start offsets (each is one more copy of the job's code).
+JOB_SHIFTS_MAX = int(os.environ.get("LAYOUTJIT_JOB_SHIFTS_MAX", 4))
+
+
+def job_shifts(ir: LoopIR, tile: TileSpec, parallel: int) -> tuple[int, ...]:
+    """Jobs with phased "lines" calls (``line_phases``) that check their destination offset at
+    run time (``Plan.job_align``): the offsets within a line, in elements, at which a job
+    takes NT calls; other jobs take plain stores.
+
+    The columns' phases within a job are fixed when the kernel is generated; a job starting
+    ``s`` elements past a line shifts them all by ``s``. Where the jobs' offsets step by
+    less than a line (s8 -> f32 `nChw16c -> nChw8c` C = 56 with 5x55 planes: images of
+    61600 B, every other one half a line in), each possible start that falls on a run
+    boundary gets its own copy of the job with its phases shifted (at most
+    ``JOB_SHIFTS_MAX`` copies). A/B on Zen 3 (AVX2), one process, ratio to copy at 1
+    thread (2 threads), aligned jobs only -> every job: that pair 1.18 (1.10) -> 0.86
+    (0.96; oneDNN 0.98 (1.10)), f32 0.93 (0.98) -> 0.75 (0.74); `nCw8c -> nwc` f32 C = 56
+    W = 299 1.52 (1.56) -> 0.85 (0.95; oneDNN 1.32); `nCdhw8c -> ndhwc` C = 200 3x1x17 1.45
+    (1.09) -> 1.03 (0.77); bf16 -> f32 `nhwc -> nChw8c` C = 200 1x299 1.40 (1.45) -> 0.85
+    (0.97); `nCdhw16c -> nCdhw8c` C = 56 3x299x5 0.92 (1.01) -> 0.68 (0.70); f32 -> u8
+    `nChw16c -> nChw4c` 1.55 (1.13) -> 1.35 (1.02); five more 0.02-0.15 better. Short
+    columns (f32 -> bf16 `nCw8c -> nwc` C = 40: 80 B) lost 1.47 -> 1.73: they take a
+    lines panel instead (``LINES_PANEL_OVER_PHASES_BYTES``).
+    """
+    if JOB_SHIFTS_MAX <= 1 or tile.kind != "lines" or tile.l is None:
+        return (0,)
+    q = max(1, 64 // ir.operands[0].dtype.size)
+    run = ir.nodes[tile.l].extent
+    h = math.gcd(q, ir.operands[0].offset0, *((ir.nodes[i].strides[0] or 0) for i in _job_nodes(ir, tile, parallel)))
+    shifts = tuple(s for s in range(0, q, h) if s % run == 0)
+    return shifts if 1 < len(shifts) <= JOB_SHIFTS_MAX else (0,)
+
+
 def _nt_possible(ir: LoopIR, tile: TileSpec, phases: bool = False,
                  runtime: frozenset[int] = frozenset()) -> bool:
     """Static part of the NT test: the micro-kernel's lines can start on 64-byte boundaries
@@ -3681,6 +3725,10 @@ LINES_PANEL = os.environ.get("LAYOUTJIT_LINES_PANEL", "1") != "0"
 #: down to LINES_PANEL_MIN_BYTES (0: off, for A/B runs).
 LINES_PANEL_BLOCKS = os.environ.get("LAYOUTJIT_LINES_PANEL_BLOCKS", "1") != "0"
 LINES_PANEL_MIN_BYTES = 512
+#: Columns shorter than this many destination bytes take a lines panel even where the calls
+#: could follow their lines (``line_phases``): most of their lines are shared by two
+#: columns, so phased calls leave most stores plain (0: phases wherever they apply).
+LINES_PANEL_OVER_PHASES_BYTES = int(os.environ.get("LAYOUTJIT_LINES_PANEL_OVER_PHASES_BYTES", 192))
 
 
 def lines_panel(ir: LoopIR, tile: TileSpec) -> int:
@@ -3717,6 +3765,15 @@ def lines_panel(ir: LoopIR, tile: TileSpec) -> int:
     -> 0.84 (1.00 -> 0.71); f32 -> bf16 0.99 -> 0.90 (0.81 -> 0.75); `OhwI16o4i ->
     OIhw16o16i` bf16 3072x256x5x5 1.54 -> 0.88 (1.43 -> 0.78); f32 -> u8 2x256x112x224
     0.97 -> 1.09 (0.96 -> 0.94).
+
+    Columns shorter than ``LINES_PANEL_OVER_PHASES_BYTES`` take a panel even where phased
+    calls could follow their lines (:func:`line_phases`): with 80-160 B columns most lines
+    are shared by two columns, so most phased stores stay plain. A/B on Zen 3 (AVX2), one
+    process, phases -> panel, ratio to copy at 1 thread (2 threads): bf16 `nCw8c -> nwc`
+    4096x40x299 1.61 (1.20) -> 0.92 (0.78), bf16 `nChw8c -> nhwc` 128x80x56x56 0.94-0.95
+    (0.79-1.01) -> 0.72 (0.75-0.76), C = 56 1.36 (1.07) -> 0.78 (0.83), f32 C = 40 0.79
+    (0.77) -> 0.70 (0.74), `nCdhw8c -> ndhwc` 128x24x3x299x56 0.84 (1.06) -> 0.61 (0.89);
+    224 B columns (f32 `nCw8c -> nwc` C = 56) measured 0.88 (0.80) against 0.96 (0.78).
     """
     if not LINES_PANEL or tile.kind != "lines" or tile.b is None or tile.l is None:
         return 0
@@ -3725,7 +3782,7 @@ def lines_panel(ir: LoopIR, tile: TileSpec) -> int:
     q = max(1, 64 // dsz)
     a, b, run = ir.nodes[tile.a], ir.nodes[tile.b], ir.nodes[tile.l]
     dB = b.strides[0] or 0
-    if dB <= 0 or dB % q == 0 or line_phases(ir, tile) != 0:
+    if dB <= 0 or dB % q == 0 or (line_phases(ir, tile) != 0 and dB * dsz >= LINES_PANEL_OVER_PHASES_BYTES):
         return 0
     if a.strides[0] != run.extent or a.extent > b.extent or tile.M * tile.R < a.extent:
         return 0

@@ -625,6 +625,7 @@ def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag,
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "JOB_ALIGN_PHASES_MIN_BYTES", 0)  # (columns of 336 B here)
+    monkeypatch.setattr(plan_mod, "LINES_PANEL_OVER_PHASES_BYTES", 0)  # (short columns: panels)
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
     k = lj.compiler.build(s, d)
     p = k.plan
@@ -675,6 +676,83 @@ def test_line_phases_on_padded_dims_at_real_size():
     dims = (16, 56, 7, 299, 7)
     p = lower_and_plan(M(dims, "f32", "nCdhw16c"), M(dims, "f32", "nCdhw8c"), None)[1]
     assert p.nt and p.line_phases == 2, p.describe()
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, shifts", [
+    ((3, 56, 5, 5), "nChw16c", "nChw8c", "s8", "f32", (0, 8)),    # images 1400 floats: every other off
+    ((3, 56, 13), "nCw8c", "nwc", "f32", "f32", (0, 8)),
+    ((3, 200, 1, 29), "nhwc", "nChw8c", "bf16", "f32", (0, 8)),
+    ((3, 72, 1, 29), "nhwc", "nChw8c", "f32", "bf16", (0, 8, 16, 24)),
+    ((3, 20, 7, 3), "nChw16c", "nChw4c", "f32", "f32", (0, 4, 8, 12)),
+    ((3, 72, 11), "nwc", "nCw16c", "f32", "u8", (0, 16, 32, 48)),
+])
+def test_jobs_off_the_lines_shift_their_phases(monkeypatch, dims, stag, dtag, sdt, ddt, shifts):
+    """Phased "lines" jobs that start off a line (``Plan.job_shifts``): each possible start
+    gets its own copy of the job with the columns' phases shifted, so every job writes NT
+    lines; exact at every destination offset, 1 and 2 threads, nothing written outside.
+    ``JOB_SHIFTS_MAX = 1``: aligned jobs only (the rest plain)."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "JOB_ALIGN_PHASES_MIN_BYTES", 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    monkeypatch.setattr(plan_mod, "JOB_SHIFTS_MAX", 1)
+    assert lower_and_plan(s, d, None)[1].job_shifts == (0,)
+    monkeypatch.setattr(plan_mod, "JOB_SHIFTS_MAX", 4)
+    k = lj.compiler.build(s, d)
+    p = k.plan
+    assert p.job_align and p.line_phases > 1 and p.job_shifts == shifts, p.describe()
+    dsz = d.dtype.size
+    for sh in shifts:
+        assert f"& 63) == {sh * dsz}:" in k.source
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, sorted({0, dsz, 32}))
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, shifts", [
+    ((4096, 56, 5, 55), "nChw16c", "nChw8c", "s8", "f32", (0, 8)),
+    ((4096, 56, 299), "nCw8c", "nwc", "f32", "f32", (0, 8)),
+    ((4096, 200, 3, 1, 17), "nCdhw8c", "ndhwc", "f32", "f32", (0, 8)),
+])
+def test_job_shifts_at_real_sizes(dims, stag, dtag, sdt, ddt, shifts):
+    p = lower_and_plan(M(dims, sdt, stag), M(dims, ddt, dtag), None)[1]
+    assert p.nt and p.job_align and p.job_shifts == shifts, p.describe()
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt", [
+    ((128, 80, 56, 56), "nChw8c", "nhwc", "bf16", "bf16"),   # pixels of 160 B: 2 phases
+    ((4096, 40, 299), "nCw8c", "nwc", "bf16", "bf16"),       # 80 B: 4 phases
+    ((128, 24, 3, 299, 56), "nCdhw8c", "ndhwc", "f32", "f32"),  # 96 B
+])
+def test_short_columns_take_a_panel_over_phases(dims, stag, dtag, sdt, ddt):
+    """Columns shorter than ``LINES_PANEL_OVER_PHASES_BYTES`` share most of their lines with
+    a neighbour: a lines panel, not phased calls (0: phases)."""
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    p = lower_and_plan(s, d, None)[1]
+    assert p.nt and p.lines_panel > 0 and p.line_phases == 0, p.describe()
+    mp = pytest.MonkeyPatch()
+    mp.setattr(plan_mod, "LINES_PANEL_OVER_PHASES_BYTES", 0)
+    try:
+        p = lower_and_plan(s, d, None)[1]
+        assert p.lines_panel == 0 and p.line_phases > 1, p.describe()
+    finally:
+        mp.undo()
+
+
+def test_short_column_panel_is_exact(monkeypatch):
+    """A panel taken over phases (columns of 80 B, 4 phases) is exact at every offset."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    for dims, sdt in (((3, 40, 13), "bf16"), ((3, 24, 2, 1, 11), "f32")):
+        stag, dtag = ("nCw8c", "nwc") if len(dims) == 3 else ("nCdhw8c", "ndhwc")
+        s, d = M(dims, sdt, stag), M(dims, sdt, dtag)
+        k = lj.compiler.build(s, d)
+        assert k.plan.lines_panel > 0 and k.plan.line_phases == 0, k.plan.describe()
+        rng = np.random.default_rng(sum(dims))
+        x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+        expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+        ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 32}))
 
 
 def test_job_align_phases_want_long_columns():
