@@ -271,6 +271,58 @@ def test_src_rows_tile_matches_numpy():
         tile(8, 9, "f32", "f32", src_rows=(0, 1))
 
 
+@pytest.mark.parametrize("R, V, sdt, ddt, runs", [
+    (64, 3, "u8", "u8", 4),      # oihw -> OIhw16o16i 1x3: 4 runs of 16 rows of 3 bytes
+    (64, 5, "s8", "s8", 4),
+    (64, 7, "u8", "u8", 8),      # runs of 8 rows: 56 B, a partial last vector each
+    (32, 3, "bf16", "bf16", 2),
+    (32, 3, "bf16", "f32", 2),   # widened in the stores
+    (64, 3, "u8", "f32", 4),
+])
+def test_src_rows_in_runs_match_numpy(R, V, sdt, ddt, runs):
+    """Rows placed by constant offsets that follow one another in runs (``simd._row_runs``)
+    are loaded run by run as whole vectors and gathered without a network; nothing past a
+    run is read (the source ends where the last run does) and the result is the plain
+    transpose. Checked both ways (``DENSE_ROW_RUNS``)."""
+    import layoutjit.simd as simd_mod
+
+    per = R // runs
+    rows = tuple(k * 100 + j * V for k in range(runs) for j in range(per))
+    assert len(simd_mod._row_runs(rows, V, R)) == runs
+    rng = np.random.default_rng(R * V)
+    end = rows[-1] + V + 5
+    src = ref.random_raw(end, sdt, rng)
+    dst = np.zeros(V * R + 3, as_dtype(ddt).storage)
+    exp = np.zeros_like(dst)
+    for c in range(V):
+        for r in range(R):
+            exp[3 + c * R + r] = ref_direct(sdt, ddt, src[5 + rows[r] + c:6 + rows[r] + c])[0]
+    for on in (True, False):
+        mp = pytest.MonkeyPatch()
+        mp.setattr(simd_mod, "DENSE_ROW_RUNS", on)
+        try:
+            t = tile(R, V, sdt, ddt, src_rows=rows)
+
+            @numba.njit
+            def run(s, d):
+                t(s, 5, 0, d, 3, R)
+
+            dst[:] = 0
+            run(src, dst)
+        finally:
+            mp.undo()
+        np.testing.assert_array_equal(dst, exp, err_msg=f"DENSE_ROW_RUNS={on}")
+
+
+@pytest.mark.parametrize("dims, sdt", [((32, 48, 1, 3), "u8"), ((32, 32, 1, 5), "s8"), ((48, 32, 1, 3), "bf16")])
+def test_weights_with_short_rows_in_runs_are_exact(nt_and_parallel_always, dims, sdt):
+    """oihw -> OIhw16o16i with 1x3 / 1x5 kernels in 1- and 2-byte types: the tiles' rows come
+    in runs of 16 (``simd._row_runs``)."""
+    k = lj.compile_reorder(M(dims, sdt, "oihw"), M(dims, sdt, "OIhw16o16i"))
+    assert "src_rows=" in k.source, k.plan.describe()
+    _run_checked(k, offsets=(0, as_dtype(sdt).size))
+
+
 @pytest.mark.parametrize("dims, sdt, staged", [
     ((4, 32, 8, 7, 7), "s8", True),     # 16o x 8i x 49: 25 KB a job, rows of 196 B
     ((2, 16, 16, 7, 7), "s8", True),    # 16o x 16i x 49 f32: 50 KB
