@@ -79,6 +79,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -2423,7 +2424,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
 
 
 def _staged_plan(ir: LoopIR, tile: TileSpec, vb: int, moved: int, notes: list[str], *,
-                 panel_blocks: int = 1, **kw: bool) -> Plan:
+                 panel_blocks: int = 1, **kw: Any) -> Plan:
     """A realigned or panel plan (``Plan.shifted``/``Plan.panel``): NT stores, one job per
     outer index and run of ``panel_blocks`` blocks of B (codegen's ``_panel_jobs``)."""
     assert tile.b is not None

@@ -458,3 +458,27 @@ def test_access_pattern_probe_rejects_bad_geometry():
         patterns.main(["--row-stride", "100"])
     with pytest.raises(SystemExit):
         patterns.main(["--dst-row", "1024", "--lines", "3"])
+
+
+def test_ab_builds_each_variant_and_restores_the_switches(tmp_path, monkeypatch):
+    """``python -m perf.ab``: each variant is built with its switches, which are then
+    restored; differing outputs would be flagged; the ratios come from one paired run."""
+    import io
+
+    import layoutjit.plan as plan_mod
+    from perf import ab
+
+    assert ab.parse_line("  # a comment") is None
+    spec, variants = ab.parse_line("64x40x5x7:nChw8c:nhwc ;; old=pm.LINES_PANEL=False ;; new=")
+    assert spec == "64x40x5x7:nChw8c:nhwc" and variants == [("old", "pm.LINES_PANEL=False"), ("new", "")]
+    before = plan_mod.LINES_PANEL
+    s, d = (lj.MemoryDesc([64, 40, 5, 7], "f32", t) for t in ("nChw8c", "nhwc"))
+    k = ab.build_with("pm.LINES_PANEL = not pm.LINES_PANEL; pm.NEW_NAME = 1", s, d)
+    assert plan_mod.LINES_PANEL == before and not hasattr(plan_mod, "NEW_NAME")
+    assert k.plan is not None
+    from perf.peers import CopyPeer
+
+    out = io.StringIO()
+    res = ab.run_line(spec, variants, 1, [1], CopyPeer(), None, out=out)
+    assert set(res[1]) == {"old", "new"} and all(v > 0 for v in res[1].values())
+    assert "!!" not in out.getvalue() and "t=1:" in out.getvalue()
