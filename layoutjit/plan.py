@@ -61,7 +61,9 @@ Passes, in order (each is a function from IR to IR you can call and print):
    rows shorter than a line take groups of 4 KB, ``shift_rows``). Stores that are
    pieces of lines become whole lines where the pieces can be regrouped: packed runs
    into columns that start inside a line cut their calls at the lines
-   (``Plan.line_phases``: nChw8c -> nhwc, C=200), or, where no cut falls on a run,
+   (``Plan.line_phases``: nChw8c -> nhwc, C=200; a job that starts inside a line takes a
+   copy of its calls with the phases shifted, ``Plan.job_shifts``; columns under 192 B
+   take a panel instead), or, where no cut falls on a run,
    go through a small stage a panel of columns at a time (``Plan.lines_panel``:
    nChw16c -> nhwc, C=60); columns that gather more than 8 source streams (nChw16c ->
    nhwc, C=256) are swept in blocks, 8 streams at a time (``Plan.lines_passes``); and
@@ -3651,8 +3653,8 @@ def line_phases(ir: LoopIR, tile: TileSpec) -> int:
     return q // g
 
 
-#: Phased jobs (job_shifts) that start off the lines take their own NT calls (0 for A/B),
-#: up to this many start offsets (each is one more copy of the job's code).
+#: Phased jobs (job_shifts) that start off the lines take their own NT calls, up to this
+#: many start offsets (each is one more copy of the job's code; 1: aligned jobs only, A/B).
 JOB_SHIFTS_MAX = int(os.environ.get("LAYOUTJIT_JOB_SHIFTS_MAX", 4))
 
 
