@@ -141,6 +141,13 @@ def _clamp(x: int, lo: int, hi: int) -> int:
 #: nCdhw8c` 32x3x1x224x299 (3 of each 8 channels) 1.83 -> 1.09 at 1 thread (1.81 -> 1.18),
 #: bf16 -> f32 `gOIhw16i16o -> gOIhw8i8o` i = 7: 1.38 -> 1.01 (1.38 -> 1.14).
 SRC_OVER = os.environ.get("LAYOUTJIT_SRC_OVER", "1") != "0"
+#: ... for rows of 4-byte elements read as at least this many bytes. 16-byte masked loads
+#: once measured cheaper than a whole load and a blend (C=3, above); the twenty-ninth
+#: session measured the opposite, one process, ratio to copy at 1 thread (2 threads),
+#: masked -> whole: f32 `gOIhw16o16i -> gOhwi16o` I = 3 2.36 (1.52) -> 1.65 (1.39), f32 ->
+#: u8 3.05 (2.54) -> 1.79 (1.76) (oneDNN 1.17-1.22), `nChw16c -> nchw` 16x3x1024x1024
+#: 2.05 (1.74) -> 1.37 (1.48); `gOIhw16o16i -> goihw` 3x5x5 even.
+SRC_OVER_MIN_BYTES = 16
 
 
 def _pow2(n: int) -> int:
@@ -1126,7 +1133,7 @@ class KernelWriter:
                 # rows of an odd Vv read whole where the source's padding follows them, in
                 # place of 32-byte masked loads (or split loads of 1- and 2-byte elements)
                 over = (SRC_OVER and Vv & (Vv - 1) > 0 and run[-1][0] + _pow2(V) <= rdB
-                        and (_pow2(V) * ssz >= 32 or ssz < 4))
+                        and (_pow2(V) * ssz >= SRC_OVER_MIN_BYTES or ssz < 4))
                 if len(run) > 1:
                     cv = self.w.var("c")
                     self.w.put(dep, f"for {cv} in range({c_first}, {run[-1][0] + t.V}, {t.V}):")

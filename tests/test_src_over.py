@@ -23,6 +23,9 @@ CASES = [
     ((2, 7, 4, 16), "nChw8c", "nchw", "bf16", "bf16"),
     ((2, 13, 4, 64), "nChw16c", "nchw", "s8", "s8"),
     ((2, 7, 3, 4, 16), "nCdhw8c", "ncdhw", "f32", "bf16"),
+    # rows of 3 floats read as 16 B (SRC_OVER_MIN_BYTES): C = 3, and I = 3 of 16 in weights
+    ((2, 3, 4, 16), "nChw16c", "nchw", "f32", "f32"),
+    ((4, 32, 3, 1, 5), "gOIhw16o16i", "gOhwi16o", "f32", "u8"),
 ]
 
 
