@@ -531,27 +531,20 @@ def _emit_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Va
     instead of ``doff + c*dstride`` (see :func:`tile_cols`).
     """
     ssz, P = s.size, _pow2ceil(V)
+    # rows placed by constant offsets that come in runs (oihw -> OIhw16o16i 1x3: 16 rows of
+    # 3 elements a run) are loaded run by run, like one run of dense rows below
     runs = _row_runs(src_rows, V, Rv) if (DENSE_ROW_RUNS and isinstance(src_rows, tuple) and Vv == V
                                           and V & (V - 1) > 0 and V * ssz <= DENSE_ROW_RUNS_MAX_ROW_BYTES
                                           and not src_over) else None
-    if runs is not None:
-        # rows placed by constant offsets that come in runs (oihw -> OIhw16o16i 1x3: 16 rows
-        # of 3 elements a run): each run loaded as whole vectors, gathered without a network
-        gather = _Gather(builder, _dense_regs(builder, sptr, soff, R=R, V=V, P=P, Rv=Rv, s=s,
-                                              vbytes=vbytes, runs=runs))
-        _store_tile(builder, gather, dptr, doff, dstride, R=R, V=V, P=P, s=s, d=d, nt=nt,
-                    rows_contiguous=rows_contiguous, vbytes=vbytes, converted=False, post=post,
-                    cols=cols)
-        return
     dense_odd = src_dense and src_rows is None and Vv == V and V & (V - 1) > 0
     overlap = dense_odd and Rv * V >= P and _overlap_rows(V, P, ssz)
-    if dense_odd and Rv > 0 and V * ssz < vbytes and not overlap:
+    if runs is not None or (dense_odd and Rv > 0 and V * ssz < vbytes and not overlap):
         # odd rows shorter than a register: several rows per load, gathered without a
         # network (16x3 f32: 27 vector instructions instead of 52). Power-of-two rows fill
         # the network's lanes exactly and it is cheaper than gathering each column from
         # every register (16x8: 62 vs 110; 16x16: 138 vs 420).
         gather = _Gather(builder, _dense_regs(builder, sptr, soff, R=R, V=V, P=P, Rv=Rv, s=s,
-                                              vbytes=vbytes))
+                                              vbytes=vbytes, runs=runs))
         _store_tile(builder, gather, dptr, doff, dstride, R=R, V=V, P=P, s=s, d=d, nt=nt,
                     rows_contiguous=rows_contiguous, vbytes=vbytes, converted=False, post=post,
                     cols=cols)

@@ -297,6 +297,7 @@ def test_src_rows_in_runs_match_numpy(R, V, sdt, ddt, runs):
     for c in range(V):
         for r in range(R):
             exp[3 + c * R + r] = ref_direct(sdt, ddt, src[5 + rows[r] + c:6 + rows[r] + c])[0]
+    loads = {}
     for on in (True, False):
         mp = pytest.MonkeyPatch()
         mp.setattr(simd_mod, "DENSE_ROW_RUNS", on)
@@ -312,6 +313,9 @@ def test_src_rows_in_runs_match_numpy(R, V, sdt, ddt, runs):
         finally:
             mp.undo()
         np.testing.assert_array_equal(dst, exp, err_msg=f"DENSE_ROW_RUNS={on}")
+        llvm = next(iter(run.inspect_llvm().values()))
+        loads[on] = llvm.count(" = load ")
+    assert loads[True] < loads[False], loads  # a few vector loads per run, not one per row
 
 
 @pytest.mark.parametrize("dims, sdt", [((32, 48, 1, 3), "u8"), ((32, 32, 1, 5), "s8"), ((48, 32, 1, 3), "bf16")])
