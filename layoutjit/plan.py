@@ -2236,10 +2236,12 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     lpanel = lines_panel(ir, tile) if tile is not None and allow_shift else 0
     if lpanel and tile is not None and parallel > len(outer_nodes(ir, tile)):
         lpanel = 0  # a job holds part of the macro tile: the panel would miss rows of A
-    static_nt = bool(tile is not None and (staged_cols or lpanel or _nt_possible(ir, tile, phases=allow_shift)))
+    thin = thin_tile_rows(ir, tile) if tile is not None else 0
+    static_nt = bool(tile is not None and not thin
+                     and (staged_cols or lpanel or _nt_possible(ir, tile, phases=allow_shift)))
     # lines that start on 64-byte boundaries in some jobs only (nchw -> nChw8c with an odd
     # number of pixels: every other image half a line off): each job checks at run time
-    job_align = bool(tile is not None and not static_nt and tile.kind in ("transpose", "lines")
+    job_align = bool(tile is not None and not static_nt and not thin and tile.kind in ("transpose", "lines")
                      and _nt_possible(ir, tile, phases=allow_shift and _job_align_phases(ir, tile),
                                       runtime=_job_nodes(ir, tile, parallel)))
     if tile is not None and (static_nt or job_align):
@@ -2319,7 +2321,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
             notes.append(f"prefetch: the source rows follow one another; each micro-kernel call "
                          f"prefetches its share of the next group's block ({rows})")
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
-    if allow_shift and tile is not None and not nt and moved >= nt_min_bytes(tile):
+    if allow_shift and tile is not None and not nt and not thin and moved >= nt_min_bytes(tile):
         # destination rows off the lines: a short contiguous panel is staged whole, longer
         # rows are realigned through a carry; both run jobs of (outer loops x blocks of B).
         # Realigned rows and wide panels from the one-thread NT threshold at every thread
@@ -2350,6 +2352,13 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
             tuned = not panel and NT_TUNE and ir.nodes[tile.b].extent < SHIFT_TUNE_ROWS
             return _staged_plan(ir, tile, vb, moved, notes, shifted=not panel, panel=panel, prefetch=pf,
                                 panel_blocks=pb, nt_tune=tuned, nt_tune_one=tuned)
+    if thin:
+        assert tile is not None
+        notes.append(f"tiles read {_thin_cols(ir, tile)} elements of each source line (plain stores): "
+                     f"{thin} rows per tile instead of {tile.R}")
+        V = max(tile.V, min(_thin_cols(ir, tile), max(1, vb // ir.operands[1].dtype.size)))
+        tile = replace(tile, R=thin, V=V, M=max(1, tile.M * tile.R // thin))
+        parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     if tile is not None and not nt and _wide_groups(ir, tile):
         M = _wide_group_tiles(ir, tile, vb, moved)
         if M != tile.M:
@@ -2683,6 +2692,57 @@ def _wide_groups(ir: LoopIR, tile: TileSpec) -> bool:
         return False
     b = ir.nodes[tile.b]
     return (b.strides[0] or 0) * ir.operands[0].dtype.size >= WIDE_GROUP_STRIDE_BYTES
+
+
+#: Transposes whose rows are a few elements of consecutive padded blocks take plain tiles
+#: of half the columns (rounded up to a power of two) in rows, 2 to this many
+#: (``thin_tile_rows``; 0: off).
+THIN_TILE_ROWS = int(os.environ.get("LAYOUTJIT_THIN_TILE_ROWS", 4))
+#: ... where those elements are at most this many bytes of the line.
+THIN_TILE_MAX_ROW_BYTES = 32
+
+
+def _thin_cols(ir: LoopIR, tile: TileSpec) -> int:
+    """Elements a transpose tile reads from each source row where they are all that row
+    holds before padding: B is its padded dim's only node (nChw16c -> nchw with C = 3: 3;
+    0 otherwise)."""
+    assert tile.b is not None
+    b = ir.nodes[tile.b]
+    if b.dim is None or b.weight != 1 or b.extent != ir.dims[b.dim].extent:
+        return 0
+    r = ir.dims[b.dim]
+    return r.write if 0 < r.write < r.extent else 0
+
+
+def thin_tile_rows(ir: LoopIR, tile: TileSpec) -> int:
+    """Rows per tile for a transpose whose rows are the few elements written of consecutive
+    padded blocks of whole lines (nChw16c -> nchw with C = 3: 12 bytes of each 64-byte
+    block); 0: keep the tile. Such tiles store plainly (``make_plan``).
+
+    Every row is its own line read for a few bytes. A tall network (16 rows, a destination
+    line each, by 4 columns) kept fewer of those lines in flight than small ones, and NT
+    stores save little where the destination is a fraction of the source. Zen 3 (AVX2), one
+    process (``perf.ab``), ratio to copy at 1 thread (2 threads), f32 ``nChw16c -> nchw``:
+    C = 3, 64x3x299x299 (plain 16-row tiles) 2.01-2.08 (1.39) -> 0.97-0.99 (0.94-0.97),
+    oneDNN 1.16 (0.96-0.98); 64x3x304x304 (NT 32-row tiles before) 1.49 (1.13) -> 1.00
+    (0.98); 16x3x1024x1024 1.37 (1.38) -> 0.93 (0.91); C = 8 32x8x304x304 1.77 (1.80) ->
+    1.06 (1.06); C = 6 1.25 (1.46) -> 0.97 (1.00); f32 -> bf16 C = 3 2.62 (2.05) -> 0.88
+    (0.94). Rows 1 KB apart (IOhw16o16i -> oihw, I = 3) lost (1.85 -> 2.04), so the blocks
+    must follow one another.
+    """
+    if (not THIN_TILE_ROWS or tile.kind != "transpose" or tile.rows_contiguous or tile.c is not None
+            or tile.a2 is not None or tile.b is None or tile.skew):
+        return 0
+    ssz = ir.operands[1].dtype.size
+    a = ir.nodes[tile.a]
+    b = ir.nodes[tile.b]
+    if a.strides[1] != b.extent or b.extent * ssz < 64:
+        return 0  # rows are not consecutive blocks of whole lines
+    cols = _thin_cols(ir, tile)
+    if not cols or cols * ssz > THIN_TILE_MAX_ROW_BYTES:
+        return 0
+    R = min(THIN_TILE_ROWS, max(2, (1 << (cols - 1).bit_length()) // 2))
+    return R if 1 <= R < tile.R else 0
 
 
 def _wide_group_tiles(ir: LoopIR, tile: TileSpec, vbytes: int, moved: int) -> int:

@@ -1170,3 +1170,62 @@ def test_narrowing_prefetch_wants_groups_that_follow(monkeypatch):
     assert p.nt and p.tile.kind == "lines" and not p.prefetch, p.describe()
     for threads in ref.at_thread_counts((1, 2)):
         assert ref.kernel_matches_reference(k, seed=threads)
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, R, nt_before", [
+    ((64, 3, 299, 299), "nChw16c", "nchw", "f32", "f32", 2, False),    # odd planes: plain either way
+    ((64, 3, 304, 304), "nChw16c", "nchw", "f32", "f32", 2, True),     # aligned planes: NT before
+    ((32, 8, 304, 304), "nChw16c", "nchw", "f32", "f32", 4, True),
+    ((1024, 5, 4096), "nCw16c", "ncw", "f32", "f32", 4, True),
+    ((16, 3, 1024, 1024), "nChw16c", "nchw", "f32", "bf16", 2, True),
+])
+def test_thin_tiles_at_real_sizes(dims, stag, dtag, sdt, ddt, R, nt_before):
+    """Rows that are a few elements of consecutive padded blocks (nChw16c -> nchw, C = 3)
+    take plain tiles of few rows (``THIN_TILE_ROWS``), not 16-row tiles nor NT ones."""
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    p = lower_and_plan(s, d, None)[1]
+    assert p.tile.kind == "transpose" and p.tile.R == R and not p.nt, p.describe()
+    assert any(n.startswith("tiles read") and f"{R} rows per tile" in n for n in p.notes), p.describe()
+    mp = pytest.MonkeyPatch()
+    mp.setattr(plan_mod, "THIN_TILE_ROWS", 0)
+    try:
+        p = lower_and_plan(s, d, None)[1]
+        assert p.tile.R >= 16 and p.nt == nt_before, p.describe()
+    finally:
+        mp.undo()
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt", [
+    ((16, 3, 24, 24), "nChw16c", "nchw", "f32"),   # thin
+    ((48, 3, 5, 7), "IOhw16o16i", "oihw", "f32"),  # rows 1 KB apart: not consecutive blocks
+    ((3, 64, 512), "ABc4b16a4b", "acb", "f32"),    # rows share their lines: not thin
+    ((4, 6, 9, 13), "nChw16c", "nchw", "s8"),      # 16 bytes per block: not a line
+    ((2, 12, 9, 13), "nChw16c", "nchw", "f32"),    # 48 bytes of each line: not thin
+])
+def test_thin_tiles_need_thin_rows_of_whole_lines(dims, stag, dtag, sdt):
+    s, d = M(dims, sdt, stag), M(dims, sdt, dtag)
+    p = lower_and_plan(s, d, None)[1]
+    thin = any(n.startswith("tiles read") for n in p.notes)
+    assert thin == (stag == "nChw16c" and sdt == "f32" and dims[1] <= 8), p.describe()
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt", [
+    ((3, 3, 13, 11), "nChw16c", "nchw", "f32", "f32"),
+    ((2, 1, 7, 9), "nChw16c", "nchw", "f32", "f32"),
+    ((2, 6, 5, 19), "nChw16c", "nchw", "f32", "bf16"),
+    ((3, 5, 133), "nCw16c", "ncw", "f32", "s8"),
+    ((2, 8, 3, 5, 7), "nCdhw16c", "ncdhw", "s32", "f32"),
+])
+def test_thin_tiles_are_exact(monkeypatch, dims, stag, dtag, sdt, ddt):
+    """Thin tiles with tails of the pixels, at several destination offsets (guard bytes
+    around), at 1 and 2 threads, with every size above the NT and parallel thresholds."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = lj.compiler.build(s, d)
+    assert k.plan.tile.R <= 4 and not k.plan.nt, k.plan.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    for _ in ref.at_thread_counts((1, 2)):
+        ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 12}))
