@@ -335,6 +335,16 @@ SKEW_MAX_VECTOR = 64  # skewed tiles only with vectors shorter than this (measur
 STREAM_PREFETCH_BYTES = 2048  # see Plan.stream_prefetch (0: off)
 # Padded runs shorter than a line (nhwc -> nChw8c, C=3) are packed this many per call.
 PACKED_RUNS = 16
+#: ... and this many where each run starts a line of its own in the source (0: as many as
+#: PACKED_RUNS). Like thin tiles (``thin_tile_rows``), calls that read fewer separate lines
+#: kept more of them in flight. Zen 3 (AVX2), one process, ratio to copy at 1 thread (2
+#: threads), 16 -> 8 runs: f32 `nChw16c -> nChw8c` 32x3x224x224 0.92 (0.99) -> 0.80 (0.76),
+#: oneDNN 0.89 (0.95); C = 5 1.01 (0.99) -> 0.82 (0.77); 4096x3x13x35 0.91 (0.95) -> 0.77
+#: (0.77); `nCw16c -> nwc` 4096x4x299 1.23 (1.24) -> 0.92 (0.90), oneDNN 0.95; `nCdhw16c ->
+#: nCdhw8c` 16x4x5x35x299 0.81 (0.75) -> 0.71 (0.71). Dense sources lost a little (`nwc ->
+#: nCw16c` 4096x3x1000 0.45 -> 0.50 at 1 thread), u8 runs 16 bytes apart more (`nCw16c ->
+#: nCw8c` 0.88 -> 1.02): those keep PACKED_RUNS.
+PACKED_FAR_RUNS = int(os.environ.get("LAYOUTJIT_PACKED_FAR_RUNS", 8))
 # A transpose whose tiles read part of each source line reads at least this much per step.
 PARTIAL_LINE_STEP_BYTES = 8192
 # Flatten outer loops until the job count reaches this (load balance between threads).
@@ -1406,7 +1416,9 @@ def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run
         return None
     a = nodes[ia]
     G = 64 // run_bytes
-    R = min(a.extent, max(G, PACKED_RUNS))  # the source is dense: whole vectors of it
+    # (fewer where each run is read from its own source lines: see PACKED_FAR_RUNS)
+    far = PACKED_FAR_RUNS and abs(a.strides[1] or 0) * ir.operands[1].dtype.size >= 64
+    R = min(a.extent, max(G, PACKED_FAR_RUNS if far else PACKED_RUNS))  # the source is dense: whole vectors of it
     return _lines_with_unit_column(ir, nodes, ia, irun, R)
 
 

@@ -99,6 +99,22 @@ def test_padded_runs_from_a_strided_source(nt_everywhere, c, tag):
     assert "src_dense" not in k.source
 
 
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, far", [
+    ((2, 3, 5, 7), "nChw16c", "nChw8c", "f32", "f32", True),     # runs 64 B apart: 8 per call
+    ((2, 5, 3, 11), "nChw16c", "nChw8c", "f32", "s8", True),
+    ((3, 4, 23), "nCw16c", "nwc", "f32", "f32", True),
+    ((2, 3, 1, 5, 7), "nCdhw16c", "nCdhw8c", "f32", "bf16", True),
+    ((2, 3, 5, 7), "nhwc", "nChw8c", "f32", "f32", False),       # dense source: 16 per call
+    ((2, 3, 5, 7), "nChw16c", "nChw8c", "u8", "u8", False),      # runs 16 B apart: 16
+])
+def test_runs_from_separate_lines_pack_fewer_per_call(nt_everywhere, dims, stag, dtag, sdt, ddt, far):
+    """Padded runs that each start their own source line are packed ``PACKED_FAR_RUNS`` per
+    call (``PACKED_RUNS`` otherwise); exact with a tail call, at several offsets."""
+    s, d = M(list(dims), sdt, stag), M(list(dims), ddt, dtag)
+    k = _guarded_check(s, d, sum(dims), "lines", ["nt=True"])
+    assert k.plan.tile.R == (8 if far else 16), k.plan.describe()
+
+
 @pytest.mark.parametrize("sdt, ddt, prefetched", [
     ("f32", "s8", True), ("f32", "bf16", True),  # reads more than it writes: source prefetched
     ("s8", "f32", False), ("f32", "f32", False),
