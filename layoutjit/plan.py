@@ -2369,7 +2369,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         notes.append(f"tiles read {_thin_cols(ir, tile)} elements of each source line (plain stores): "
                      f"{thin} rows per tile instead of {tile.R}")
         V = max(tile.V, min(_thin_cols(ir, tile), max(1, vb // ir.operands[1].dtype.size)))
-        tile = replace(tile, R=thin, V=V, M=max(1, tile.M * tile.R // thin))
+        tile = replace(tile, R=thin, V=V, M=max(1, tile.M * tile.R // thin), rows_contiguous=False)
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     if tile is not None and not nt and _wide_groups(ir, tile):
         M = _wide_group_tiles(ir, tile, vb, moved)
@@ -2712,6 +2712,9 @@ def _wide_groups(ir: LoopIR, tile: TileSpec) -> bool:
 THIN_TILE_ROWS = int(os.environ.get("LAYOUTJIT_THIN_TILE_ROWS", 4))
 #: ... where those elements are at most this many bytes of the line.
 THIN_TILE_MAX_ROW_BYTES = 32
+#: ... also tiles that write whole blocks, rows of at most THIN_BLOCK_MAX_ROW_BYTES.
+THIN_BLOCK_TILES = os.environ.get("LAYOUTJIT_THIN_BLOCK_TILES", "1") != "0"
+THIN_BLOCK_MAX_ROW_BYTES = 16
 
 
 def _thin_cols(ir: LoopIR, tile: TileSpec) -> int:
@@ -2741,9 +2744,16 @@ def thin_tile_rows(ir: LoopIR, tile: TileSpec) -> int:
     1.06 (1.06); C = 6 1.25 (1.46) -> 0.97 (1.00); f32 -> bf16 C = 3 2.62 (2.05) -> 0.88
     (0.94). Rows 1 KB apart (IOhw16o16i -> oihw, I = 3) lost (1.85 -> 2.04), so the blocks
     must follow one another.
+
+    Tiles that write whole blocks (``THIN_BLOCK_TILES``: gOIhw16o16i -> gOhwi16o, a 16x3
+    tile per 1 KB block) shrink too where the rows are at most ``THIN_BLOCK_MAX_ROW_BYTES``;
+    their pieces then go through a job stage. 4096x32xIx1x5, ratio to copy at 1 thread (2
+    threads): f32 -> u8 I = 3 1.63 (1.58) -> 0.91 (0.89), oneDNN 1.09 (1.50); f32 I = 2
+    1.74 (1.47) -> 0.85 (0.92); I = 4 1.62 (1.30) -> 0.92 (0.83). I = 5 and 8 gained in f32
+    (0.99 -> 0.80, 0.94 -> 0.76) but f32 -> u8 I = 8 lost (0.80 -> 1.07), hence the bar.
     """
-    if (not THIN_TILE_ROWS or tile.kind != "transpose" or tile.rows_contiguous or tile.c is not None
-            or tile.a2 is not None or tile.b is None or tile.skew):
+    if (not THIN_TILE_ROWS or tile.kind != "transpose" or (tile.rows_contiguous and not THIN_BLOCK_TILES)
+            or tile.c is not None or tile.a2 is not None or tile.b is None or tile.skew):
         return 0
     ssz = ir.operands[1].dtype.size
     a = ir.nodes[tile.a]
@@ -2751,7 +2761,7 @@ def thin_tile_rows(ir: LoopIR, tile: TileSpec) -> int:
     if a.strides[1] != b.extent or b.extent * ssz < 64:
         return 0  # rows are not consecutive blocks of whole lines
     cols = _thin_cols(ir, tile)
-    if not cols or cols * ssz > THIN_TILE_MAX_ROW_BYTES:
+    if not cols or cols * ssz > (THIN_BLOCK_MAX_ROW_BYTES if tile.rows_contiguous else THIN_TILE_MAX_ROW_BYTES):
         return 0
     R = min(THIN_TILE_ROWS, max(2, (1 << (cols - 1).bit_length()) // 2))
     return R if 1 <= R < tile.R else 0

@@ -67,6 +67,8 @@ CASES = [
     ((4, 5, 20, 36), "nChw16c", "nChw8c", "f32", "s8"),
     ((3, 8, 20, 36), "nChw16c", "nChw8c", "f32", "bf16"),      # whole 8: no blend, no prefetch
     ((2, 21, 12, 20), "nChw16c", "nChw8c", "f32", "u8"),       # 21 of 32: blocks of 8, 8, 5
+    ((3, 3, 13, 11), "nChw16c", "nChw4c", "f32", "f32"),       # 3 of 4: 16-byte pieces read whole
+    ((2, 7, 9, 5), "nChw16c", "nChw4c", "f32", "f32"),         # blocks of 4 and 3
 ]
 
 
@@ -77,7 +79,7 @@ def test_runs_past_the_destination_padding(stores, monkeypatch, dims, stag, dtag
     k = build(s, d)
     p = k.plan
     assert p.tile is not None and p.tile.kind == "lines", p.describe()
-    if dims[1] % 8 and dims[1] < 8:
+    if (dims[1] % 8 and dims[1] < 8) or dtag == "nChw4c":  # (4c: cg.GATHER_OVER_MIN_BYTES)
         assert "src_over=True" in k.source, k.source[:1500]
     if dims[1] <= 8:
         assert not p.prefetch, p.describe()  # the calls read half of each 64-byte pixel
