@@ -1416,9 +1416,10 @@ def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run
         return None
     a = nodes[ia]
     G = 64 // run_bytes
-    # (fewer where each run is read from its own source lines: see PACKED_FAR_RUNS)
+    # a dense source is read as whole vectors; where each run starts a source line of its
+    # own, fewer runs per call (PACKED_FAR_RUNS)
     far = PACKED_FAR_RUNS and abs(a.strides[1] or 0) * ir.operands[1].dtype.size >= 64
-    R = min(a.extent, max(G, PACKED_FAR_RUNS if far else PACKED_RUNS))  # the source is dense: whole vectors of it
+    R = min(a.extent, max(G, PACKED_FAR_RUNS if far else PACKED_RUNS))
     return _lines_with_unit_column(ir, nodes, ia, irun, R)
 
 
