@@ -2459,7 +2459,17 @@ def _staged_plan(ir: LoopIR, tile: TileSpec, vb: int, moved: int, notes: list[st
 
 
 #: Most bytes a row stage holds (``row_stage``): within L1 beside the tiles' source lines.
-ROW_STAGE_BYTES = int(os.environ.get("LAYOUTJIT_ROW_STAGE_BYTES", 16 * 1024))
+#: 0 (off) since the thirtieth session: measured again on Zen 3 (AVX2), one process, every
+#: pair that took a stage ran faster with the tiles' NT lines straight into the rows, ratio
+#: to copy at 1 thread (2 threads), 16 KB stage -> none: f32 `nChw16c -> nchw` 32x96x64x64
+#: 1.87 (1.89) -> 0.77 (0.87), 4x16x512x560 1.96 (1.48) -> 0.76 (0.75) (oneDNN 1.80
+#: (1.38)), `nCw16c -> ncw` 2048x16x4096 1.82-1.84 (1.79-1.81) -> 0.73-0.75 (0.74-0.89),
+#: `Goihw16g -> goihw` 4096x32x48x1x7 1.84 (1.34) -> 0.66 (0.68), `nchw -> nhwc`
+#: 256x2048x7x7 (near rows) 1.59 (1.23) -> 1.02 (0.88), s8 `acdeb -> abcde` 2.29 (1.61) ->
+#: 1.05 (0.75); 8 KB and 4 KB stages and 256 B per row lost too (1.06-1.59); two pairs
+#: even (s8 `oihw -> hwio` 8192x1024x5x7 6.13 (3.56) against 6.40 (4.27), s8 -> f32 `ndhwc
+#: -> ncdhw` 8x64x64x64x8 1.70 (1.48) against 1.76 (1.32)). 14 of 17 listed pairs gained.
+ROW_STAGE_BYTES = int(os.environ.get("LAYOUTJIT_ROW_STAGE_BYTES", 0))
 #: Bytes of each destination row a row stage collects before writing it out.
 ROW_STAGE_ROW_BYTES = 1024
 #: A row stage collects at least this much of each destination row: a stage of one line per

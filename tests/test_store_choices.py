@@ -899,6 +899,7 @@ def test_rows_4k_apart_go_through_a_row_stage(monkeypatch, dims, stag, dtag, sdt
     1 KB of each row and write it out row by row (Plan.row_stage); every byte exact at 1
     and 2 threads, at aligned and misaligned destinations (which take plain stores). Jobs
     over the outer indices, or (too few of them) over chunks of the rows."""
+    monkeypatch.setattr(plan_mod, "ROW_STAGE_BYTES", 16 * 1024)  # (off by default)
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
     monkeypatch.setattr(plan_mod, "NT_TUNE", False)
@@ -928,6 +929,7 @@ def test_row_stage_leaves_the_rest_of_a_row_direct(monkeypatch, outer_jobs):
     """Rows of A = 1000 elements, 1024 apart (strided destination): chunks of 256 through
     the stage (768), the remaining whole macro tiles and the tail tile straight to dst --
     in one job's loops, or as a last job of each outer index (4 jobs per outer index)."""
+    monkeypatch.setattr(plan_mod, "ROW_STAGE_BYTES", 16 * 1024)  # (off by default)
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 0)
     monkeypatch.setattr(plan_mod, "NT_TUNE", False)
@@ -955,10 +957,13 @@ def test_row_stage_leaves_the_rest_of_a_row_direct(monkeypatch, outer_jobs):
         np.testing.assert_array_equal(y, want)
 
 
-def test_row_stages_only_with_32_byte_vectors():
-    """Measured with 32-byte vectors only: 64-byte ones keep their direct NT tiles."""
+def test_row_stages_only_with_32_byte_vectors(monkeypatch):
+    """Measured with 32-byte vectors only: 64-byte ones keep their direct NT tiles. Off by
+    default (``ROW_STAGE_BYTES`` = 0): the tiles' NT lines go straight into the rows."""
     dims = (64, 96, 64, 64)  # nChw16c -> nchw, 201 MB: NT at every thread count
     ir = lj.compiler.lower_and_plan(M(dims, "f32", "nChw16c"), M(dims, "f32", "nchw"), None)[0]
+    assert plan_mod.make_plan(ir, vbytes=32).row_stage == 0
+    monkeypatch.setattr(plan_mod, "ROW_STAGE_BYTES", 16 * 1024)
     assert plan_mod.make_plan(ir, vbytes=32).row_stage == 256
     assert plan_mod.make_plan(ir, vbytes=64).row_stage == 0
 
