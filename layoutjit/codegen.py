@@ -147,13 +147,11 @@ SRC_OVER = os.environ.get("LAYOUTJIT_SRC_OVER", "1") != "0"
 #: masked -> whole: f32 `gOIhw16o16i -> gOhwi16o` I = 3 2.36 (1.52) -> 1.65 (1.39), f32 ->
 #: u8 3.05 (2.54) -> 1.79 (1.76) (oneDNN 1.17-1.22), `nChw16c -> nchw` 16x3x1024x1024
 #: 2.05 (1.74) -> 1.37 (1.48); `gOIhw16o16i -> goihw` 3x5x5 even.
+#: Runs packed into lines (``simd.gather(src_over=True)``) take the same bar since the
+#: thirtieth session (32 before; 16-byte masked loads -> whole loads: f32 `nChw16c ->
+#: nChw4c` 512x3x64x299 1.98 (1.34) -> 0.83 (0.87), oneDNN 0.96 (0.92); 4096x4x56x5 0.90
+#: -> 0.79; 1 of 168 checked pairs into 4-element blocks changed).
 SRC_OVER_MIN_BYTES = 16
-#: ... and runs packed into lines (``simd.gather(src_over=True)``) read as pieces of at
-#: least this many bytes (32 until the thirtieth session; one process, ratio to copy at 1
-#: thread (2 threads), 16-byte masked loads -> whole loads: f32 `nChw16c -> nChw4c`
-#: 512x3x64x299 1.98 (1.34) -> 0.83 (0.87), oneDNN 0.96 (0.92); 4096x4x56x5 (C = 4: the
-#: same source) 0.90 -> 0.79; 1 of 168 checked pairs into 4-element blocks changed).
-GATHER_OVER_MIN_BYTES = 16
 
 
 def _pow2(n: int) -> int:
@@ -1830,7 +1828,7 @@ class KernelWriter:
             # runs whose source padding follows them (nCdhw16c -> nCdhw8c, C=3): whole loads
             over = (SRC_OVER and not dense and 0 < vv < L.extent and vv & (vv - 1) > 0
                     and reads is not None and all(rd >= L.extent for (v, _), rd in zip(lens, reads) if v)
-                    and (piece * ssz >= GATHER_OVER_MIN_BYTES or ssz < 4))
+                    and (piece * ssz >= SRC_OVER_MIN_BYTES or ssz < 4))
             fn = self._micro(("gather", R, L.extent, Rv, use_nt, vv, dense, over))
             self.w.put(depth, f"{fn}(src, {so}, {sA}, {out}, {do})")
             return

@@ -2367,9 +2367,11 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                                 panel_blocks=pb, nt_tune=tuned, nt_tune_one=tuned)
     if thin:
         assert tile is not None
-        notes.append(f"tiles read {_thin_cols(ir, tile)} elements of each source line (plain stores): "
+        assert tile.b is not None
+        cols = _written_steps(ir, ir.nodes[tile.b])
+        notes.append(f"tiles read {cols} elements of each source line (plain stores): "
                      f"{thin} rows per tile instead of {tile.R}")
-        V = max(tile.V, min(_thin_cols(ir, tile), max(1, vb // ir.operands[1].dtype.size)))
+        V = max(tile.V, min(cols, max(1, vb // ir.operands[1].dtype.size)))
         tile = replace(tile, R=thin, V=V, M=max(1, tile.M * tile.R // thin), rows_contiguous=False)
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     if tile is not None and not nt and _wide_groups(ir, tile):
@@ -2728,18 +2730,6 @@ THIN_BLOCK_TILES = os.environ.get("LAYOUTJIT_THIN_BLOCK_TILES", "1") != "0"
 THIN_BLOCK_MAX_ROW_BYTES = 16
 
 
-def _thin_cols(ir: LoopIR, tile: TileSpec) -> int:
-    """Elements a transpose tile reads from each source row where they are all that row
-    holds before padding: B is its padded dim's only node (nChw16c -> nchw with C = 3: 3;
-    0 otherwise)."""
-    assert tile.b is not None
-    b = ir.nodes[tile.b]
-    if b.dim is None or b.weight != 1 or b.extent != ir.dims[b.dim].extent:
-        return 0
-    r = ir.dims[b.dim]
-    return r.write if 0 < r.write < r.extent else 0
-
-
 def thin_tile_rows(ir: LoopIR, tile: TileSpec) -> int:
     """Rows per tile for a transpose whose rows are the few elements written of consecutive
     padded blocks of whole lines (nChw16c -> nchw with C = 3: 12 bytes of each 64-byte
@@ -2771,8 +2761,9 @@ def thin_tile_rows(ir: LoopIR, tile: TileSpec) -> int:
     b = ir.nodes[tile.b]
     if a.strides[1] != b.extent or b.extent * ssz < 64:
         return 0  # rows are not consecutive blocks of whole lines
-    cols = _thin_cols(ir, tile)
-    if not cols or cols * ssz > (THIN_BLOCK_MAX_ROW_BYTES if tile.rows_contiguous else THIN_TILE_MAX_ROW_BYTES):
+    cols = _written_steps(ir, b)  # (the rest of each block is padding where cols < its extent)
+    if not 0 < cols < b.extent or cols * ssz > (THIN_BLOCK_MAX_ROW_BYTES if tile.rows_contiguous
+                                                else THIN_TILE_MAX_ROW_BYTES):
         return 0
     R = min(THIN_TILE_ROWS, max(2, (1 << (cols - 1).bit_length()) // 2))
     return R if 1 <= R < tile.R else 0

@@ -79,7 +79,7 @@ def test_runs_past_the_destination_padding(stores, monkeypatch, dims, stag, dtag
     k = build(s, d)
     p = k.plan
     assert p.tile is not None and p.tile.kind == "lines", p.describe()
-    if (dims[1] % 8 and dims[1] < 8) or dtag == "nChw4c":  # (4c: cg.GATHER_OVER_MIN_BYTES)
+    if (dims[1] % 8 and dims[1] < 8) or dtag == "nChw4c":  # (4c: cg.SRC_OVER_MIN_BYTES)
         assert "src_over=True" in k.source, k.source[:1500]
     if dims[1] <= 8:
         assert not p.prefetch, p.describe()  # the calls read half of each 64-byte pixel
