@@ -1708,7 +1708,8 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         wide = (a.extent * dsz <= LINE_ROWS_OVER_COLS_WIDE_BYTES and ssz <= dsz
                 and b.extent * ssz >= LINE_ROWS_OVER_COLS_SRC_BYTES)
         if ((short or wide)
-                and _transpose_takes_nt(ir, ssz, dsz) and not (COLS_STAGE and cols_stage(cols_ir, spec))):
+                and (LINE_ROWS_PLAIN or _transpose_takes_nt(ir, ssz, dsz))
+                and not (COLS_STAGE and cols_stage(cols_ir, spec))):
             lined = _line_rows(ir, nodes, ia, ib, dsz, vbytes // ssz)
             if lined is not None:
                 return lined[0], lined[1], notes
@@ -1737,7 +1738,7 @@ COLS_UNIFORM = os.environ.get("LAYOUTJIT_COLS_UNIFORM", "1") != "0"
 
 
 #: Cols tiles storing pieces of at most this many bytes give way to line rows where those
-#: read source pieces at least as long (and 8 B), the stores are NT, and the cols tiles
+#: read source pieces at least as long (and 8 B), the stores are NT (or ``LINE_ROWS_PLAIN``), and the cols tiles
 #: would not go through a stage (``cols_stage``, which makes whole lines of them).
 #: `chwn -> nChw8c` u8 100x32x192x112: A is the 8 c of a block (8-byte pieces, 100 rows
 #: apart), B the 100 n; cols tiles 8x32 store 8 B into each of 32 rows. Line rows take 8
@@ -1749,6 +1750,18 @@ COLS_UNIFORM = os.environ.get("LAYOUTJIT_COLS_UNIFORM", "1") != "0"
 #: 1.78 -> 3.30 at 1 thread, `AcdeB24a4b -> abdec` 2.13 -> 5.04), and tiny tensors in
 #: cache (f32 -> s8 17x16x14x14 chwn -> nChw16c +1.3 us). ``LAYOUTJIT_LINE_ROWS_OVER_COLS_BYTES=0``: never.
 LINE_ROWS_OVER_COLS_BYTES = int(os.environ.get("LAYOUTJIT_LINE_ROWS_OVER_COLS_BYTES", 16))
+#: ... with plain stores too (below the NT threshold), since the thirty-first session.
+#: Measured with NT only at first; in cache the cols tiles' short scattered stores cost
+#: more still. u8 `Goihw16g -> gOIhw4i16o4i` 16x16x1024x7x3 (5 MB): cols tiles 4x32 store
+#: 4 B into each of 32 rows (16 g planes 344 KB apart). A/B on Zen 3 (AVX2), ratio to copy
+#: at 1 thread (2 threads), cols -> line rows: 19.3 (20.0) -> 5.2 (4.0) (oneDNN 33.8);
+#: s8 32x64x256x3x3 (4 MB) from `Goihw16g` into `gOIhw4i16o4i` 18.3 (12.5) -> 4.5 (3.3),
+#: `gOIhw8i16o2i` 37.1 (35.8) -> 5.2 (4.8), `gOhwi16o` 15.4 (14.9) -> 5.1 (4.6), `gOIhw8i8o`
+#: 10.0 (10.2) -> 3.1 (2.8); `gOIhw16i16o -> goihw` 5.2 (6.1) -> 2.1 (1.9); `IOhw16i16o ->
+#: oihw` 1536x512x5x1 6.8 (6.2) -> 2.1 (2.1); bf16 `OIhw8i8o -> oihw` 512x256x3x3 2.33 ->
+#: 1.65. Changed: 1 of 1896 listed and generated pairs, 20 of 738 small weight pairs; none lost.
+#: ``LAYOUTJIT_LINE_ROWS_PLAIN=0``: NT stores only, as before.
+LINE_ROWS_PLAIN = os.environ.get("LAYOUTJIT_LINE_ROWS_PLAIN", "1") != "0"
 #: ... and so do cols tiles storing pieces of at most ``LINE_ROWS_OVER_COLS_WIDE_BYTES`` where
 #: the line rows read source pieces of ``LINE_ROWS_OVER_COLS_SRC_BYTES`` or more and the
 #: conversion does not narrow. s8 -> f32 `gOIhw16i16o -> goihw` 64x1024x96x5x1: cols tiles

@@ -66,3 +66,27 @@ def test_narrowing_keeps_cols(nt_everywhere, monkeypatch):
     monkeypatch.setattr(plan_mod, "LINE_ROWS_OVER_COLS_WIDE_BYTES", 0)
     p = plan_of(M(dims, "s8", "gOIhw16i16o"), M(dims, "f32", "goihw"))
     assert p.tile.c is not None and p.tile.a2 is None, p.describe()
+
+
+PLAIN_CASES = [
+    ((16, 16, 32, 3, 3), "Goihw16g", "gOIhw4i16o4i", "s8", "s8"),
+    ((16, 16, 32, 3, 3), "Goihw16g", "gOIhw8i16o2i", "u8", "u8"),
+    ((8, 12, 40, 3, 1), "Goihw8g", "gOIhw8i8o", "s8", "s8"),  # o = 12 of 16, i = 40 of 48
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", PLAIN_CASES)
+def test_line_rows_over_cols_with_plain_stores(dims, stag, dtag, sdt, ddt, monkeypatch):
+    """In cache (plain stores) the g-blocked weights take line rows too (LINE_ROWS_PLAIN):
+    cols tiles would store 4 bytes into each of 32 rows 16 g planes apart. Exact; the
+    switch off: cols again. (The suite lowers the NT thresholds: the one-thread rule that
+    asked for NT stores is made to answer no.)"""
+    monkeypatch.setattr(plan_mod, "_transpose_takes_nt", lambda *a: False)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert p.tile.a2 is not None and p.tile.c is None, p.describe()
+    ref.check_exact_at_offsets(k, sum(dims))
+    monkeypatch.setattr(plan_mod, "LINE_ROWS_PLAIN", False)
+    p = plan_of(s, d)
+    assert p.tile.c is not None and p.tile.a2 is None, p.describe()
