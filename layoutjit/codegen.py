@@ -286,11 +286,12 @@ class KernelWriter:
                 head.append(f"{name} = {fn}({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, Vv={Vv}, nt={nt}, "
                             f"vbytes={p.vector_bytes}" + (f", post={post!r})" if post else ")"))
             elif spec[0] == "gather":
-                _, R, V, Rv, nt, Vv, dense, over, sdt, ddt = spec
+                _, R, V, Rv, nt, Vv, dense, over, pow2, sdt, ddt = spec
                 head.append(f"{name} = gather({R}, {V}, {sdt!r}, {ddt!r}, Rv={Rv}, "
                             + (f"Vv={Vv}, " if Vv != V else "")
                             + ("src_dense=True, " if dense else "")
                             + ("src_over=True, " if over else "")
+                            + ("src_pow2=True, " if pow2 else "")
                             + f"nt={nt}, vbytes={p.vector_bytes})")
             else:
                 _, R, V, Rv, Vv, nt, rc, sdt, ddt, dense, post, rows, over = spec
@@ -1000,6 +1001,8 @@ class KernelWriter:
             key = key + (key[2], False)  # ("gather", R, V, Rv, nt, Vv, dense): whole rows
         if key[0] == "gather" and len(key) == 7:
             key = key + (False,)  # ... over: rows read whole past Vv (gather(src_over=True))
+        if key[0] == "gather" and len(key) == 8:
+            key = key + (False,)  # ... pow2: odd rows read to a power of two (src_pow2=True)
         key = key + (str(sdt or self.ops[1].dtype), str(ddt or self.ops[0].dtype))
         if key[0] == "tile":
             key = key + (dense and key[3] > 0 and key[4] == key[2], tuple(post), rows, over)
@@ -1031,15 +1034,22 @@ class KernelWriter:
         b, w = st[1], node.weight  # (w > 1: a uniform digit, plan._digit_order_ok)
         return _clamp(-(-(r.valid - b) // w), 0, n), _clamp(-(-(r.write - b) // w), 0, n)
 
-    def _readable_of(self, node: Node, state: dict) -> int:
+    def _readable_of(self, node: Node, state: dict, cap: int | None = None) -> int:
         """Steps of a micro-kernel node whose source elements exist in memory (the source's
-        padding included) in the current state."""
+        padding included) in the current state, at most ``cap`` (default: the node's extent;
+        past it only where the node is its whole dim and the source's padding follows)."""
+        cap = node.extent if cap is None else cap
         if node.weight != 1:  # (a node with source stride 1 is its dim's lightest digit)
             return 0
         if node.dim is not None and isinstance(state.get(node.dim), tuple):
             r = self.ir.dims[node.dim]
-            return _clamp(max(r.src_extent, r.valid) - state[node.dim][1], 0, node.extent)
-        return self._range_of(node, state)[0]  # unguarded or full: every step; zero: none
+            return _clamp(max(r.src_extent, r.valid) - state[node.dim][1], 0, cap)
+        n = self._range_of(node, state)[0]  # unguarded or full: every step; zero: none
+        if (n == node.extent and cap > n and node.dim is not None
+                and not any(m.dim == node.dim for m in self.ir.nodes if m is not node)):
+            r = self.ir.dims[node.dim]
+            return _clamp(max(r.src_extent, r.valid), n, cap)
+        return n
 
     def _tile(self, depth: int, offs: list[str], state: dict, terms: dict, entered: set[int],
               nt: bool, group_var: str | None) -> None:
@@ -1546,10 +1556,11 @@ class KernelWriter:
 
         def run_readable(r: int, c: int) -> int:
             """Elements of the run at row r, column c that exist in the source (its padding
-            included): a run of fewer valid ones may be read whole up to there."""
+            included), up to the run rounded up to a power of two: a run of fewer valid ones
+            may be read whole up to there, an odd one to the power of two."""
             off = run_off(r, c)
-            if off is None:
-                return self._readable_of(L, state)
+            if off is None:  # (the run is its whole dim: its padding follows it)
+                return self._readable_of(L, state, max(L.extent, _pow2(L.extent)))
             rr = self.ir.dims[L.dim]  # type: ignore[index]
             return _clamp(max(rr.src_extent, rr.valid) - off, 0, L.extent)
 
@@ -1829,7 +1840,12 @@ class KernelWriter:
             over = (SRC_OVER and not dense and 0 < vv < L.extent and vv & (vv - 1) > 0
                     and reads is not None and all(rd >= L.extent for (v, _), rd in zip(lens, reads) if v)
                     and (piece * ssz >= SRC_OVER_MIN_BYTES or ssz < 4))
-            fn = self._micro(("gather", R, L.extent, Rv, use_nt, vv, dense, over))
+            # whole runs of odd length whose source padding follows them (nChw16c -> nhwc,
+            # C=3): read to the next power of two (gather(src_pow2=True))
+            pow2 = (SRC_OVER and not dense and vv == L.extent and vv & (vv - 1) > 0
+                    and reads is not None and all(rd >= _pow2(vv) for (v, _), rd in zip(lens, reads) if v)
+                    and (piece * ssz >= SRC_OVER_MIN_BYTES or ssz < 4))
+            fn = self._micro(("gather", R, L.extent, Rv, use_nt, vv, dense, over, pow2))
             self.w.put(depth, f"{fn}(src, {so}, {sA}, {out}, {do})")
             return
         for r, (v, wr) in enumerate(lens):

@@ -1381,7 +1381,8 @@ PACKED_WHOLE_RUNS = os.environ.get("LAYOUTJIT_PACKED_WHOLE_RUNS", "1") != "0"
 
 def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run_bytes: int
                         ) -> tuple[LoopIR, TileSpec] | None:
-    """Runs of at most a line whose tail is zero padding, packed whole into lines.
+    """Runs of at most a line whose tail is zero padding, packed whole into lines (runs
+    that do not divide a line: ``PACKED_ODD_RUNS``).
 
     The run is a whole padded dim (one block: nhwc -> nChw8c, C=3, writes 3 values and 5
     zeros per pixel); node A places the runs back to back in the destination. No node
@@ -1402,7 +1403,8 @@ def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run
     packed 1.34 (0.71); f32 C = 8 `nCdhw16c -> nCdhw8c` 64x8x13x299x13 1.28 (1.15) -> 1.13
     (1.10)).
     """
-    if run_bytes > 64 or 64 % run_bytes or run.dim is None or run.weight != 1:
+    odd = 64 % run_bytes != 0  # runs that end on a line only every few runs (12 B: 16 runs)
+    if run_bytes > 64 or (odd and not PACKED_ODD_RUNS) or run.dim is None or run.weight != 1:
         return None
     r = ir.dims[run.dim]
     if r.write != run.extent or not 0 < r.valid <= run.extent:
@@ -1415,12 +1417,39 @@ def _packed_padded_runs(ir: LoopIR, nodes: list[Node], run: Node, irun: int, run
     if ia is None or len(ir.operands) != 2 or any(s is None for s in nodes[ia].strides):
         return None
     a = nodes[ia]
-    G = 64 // run_bytes
+    G = 64 // math.gcd(64, run_bytes)  # runs that end on a line
     # a dense source is read as whole vectors; where each run starts a source line of its
     # own, fewer runs per call (PACKED_FAR_RUNS)
     far = PACKED_FAR_RUNS and abs(a.strides[1] or 0) * ir.operands[1].dtype.size >= 64
     R = min(a.extent, max(G, PACKED_FAR_RUNS if far else PACKED_RUNS))
+    if odd and (R % G or G > 64 or (far and (G > PACKED_ODD_FAR_MAX_RUNS or run.extent
+                                              * ir.operands[1].dtype.size < PACKED_ODD_FAR_MIN_BYTES))):
+        return None
     return _lines_with_unit_column(ir, nodes, ia, irun, R)
+
+
+#: Runs that do not divide a line pack too (``_packed_padded_runs``): 64 / gcd(64, run)
+#: runs a call end on a line (u8 runs of 7: 64 runs, 7 lines; f32 runs of 13: 16 runs, 13
+#: lines), each run's last piece read to a power of two where the source's padding follows
+#: it (``simd.gather(src_pow2=True)``, codegen). Before, a blocked source with an odd channel
+#: count into a plain layout (`nChw16c -> nhwc`, C = 13) went through element loops. Runs
+#: that each start a source line of their own ("far") pack only up to
+#: ``PACKED_ODD_FAR_MAX_RUNS`` a call and from ``PACKED_ODD_FAR_MIN_BYTES`` of source each:
+#: f32 C = 3 (12 B of each 64-byte block, 16 a call) lost 1.30 -> 2.01 at 1 thread, f32 ->
+#: s8 C = 5 (64 runs a call) 1.97 -> 2.73: the thin-row effect of ``thin_tile_rows``. A/B
+#: on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), element loops -> packed: s8 ->
+#: f32 `nCdhw16c -> ndhwc` 2048x13x16x13x64 3.02 (2.41) -> 0.76 (1.22) (oneDNN 1.92),
+#: `nCw16c -> nwc` 4096x13x1000 2.78 (2.75) -> 0.75 (0.82) (oneDNN 1.79), 256x13x1000
+#: 5.93 (7.07) -> 1.04 (1.19) (oneDNN 3.56); s8 `nChw16c -> nhwc` 4096x13x35x64 4.62 (2.75)
+#: -> 0.74 (1.65) (oneDNN 3.21); u8 C = 7 3.34 (2.47) -> 1.12 (1.03) (oneDNN 3.09), C = 11
+#: 5.53 (6.95) -> 1.19 (1.48) (oneDNN 5.18), `nChw8c -> nhwc` C = 5 3.49 (4.33) -> 0.87
+#: (0.82); f32 C = 13 1.17 (0.99) -> 0.72 (0.79), C = 11 1.16 (1.03) -> 0.80 (0.79), `nChw8c
+#: -> nhwc` C = 6 1.16 (1.04) -> 0.68 (0.71); bf16 C = 5 1.44 (1.10) -> 0.82 (0.92). 28
+#: changed pairs measured, none lost (f32 C = 7 even at 2 threads); 15 of 2660 listed and
+#: generated pairs changed.
+PACKED_ODD_RUNS = os.environ.get("LAYOUTJIT_PACKED_ODD_RUNS", "1") != "0"
+PACKED_ODD_FAR_MIN_BYTES = 16
+PACKED_ODD_FAR_MAX_RUNS = 16
 
 
 def _unit_column(a: Node) -> Node:

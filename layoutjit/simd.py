@@ -1291,7 +1291,8 @@ def tile_rows(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int 
 
 def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
                  *, R: int, V: int, s: DataType, d: DataType, Rv: int, nt: bool, vbytes: int,
-                 Vv: int | None = None, dense: bool = False, over: bool = False) -> None:
+                 Vv: int | None = None, dense: bool = False, over: bool = False,
+                 pow2: bool = False) -> None:
     """Emit one :func:`gather` at the builder's position (pointers are to storage elements).
 
     Element (r, c) has id ``r*V + c``, which is also its destination offset from ``doff``.
@@ -1365,6 +1366,14 @@ def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.
                 val = widen(builder.load(builder.bitcast(p, ir.VectorType(sty, k).as_pointer()), align=ssz), k)
                 regs.append(_V(_keep_lanes(builder, val, Vv - p0), ids))
                 continue
+            if pow2 and k & (k - 1) and p0 + k == V == Vv:
+                # the row's last piece read to the next power of two (gather(src_pow2=True)):
+                # one whole load; the lanes past the row hold no id
+                kp = _pow2ceil(k)
+                p = builder.gep(sptr, [off], inbounds=True)
+                val = builder.load(builder.bitcast(p, ir.VectorType(sty, kp).as_pointer()), align=ssz)
+                regs.append(_V(widen(val, kp), ids))
+                continue
             regs.append(_V(load(off, k), ids))
     gather = _Gather(builder, regs)
 
@@ -1405,9 +1414,10 @@ def _emit_gather(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.
 
 @functools.cache
 def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbytes: int,
-                 Vv: int, dense: bool, over: bool = False):
+                 Vv: int, dense: bool, over: bool = False, pow2: bool = False):
     s, d = as_dtype(sname), as_dtype(dname)
-    params = dict(R=R, V=V, s=s, d=d, Rv=Rv, nt=nt, vbytes=vbytes, Vv=Vv, dense=dense, over=over)
+    params = dict(R=R, V=V, s=s, d=d, Rv=Rv, nt=nt, vbytes=vbytes, Vv=Vv, dense=dense, over=over,
+                  pow2=pow2)
 
     def impl(typingctx, src, soff, sstride, dst, doff):
         _expect_array(src, s, "src", "gather")
@@ -1431,6 +1441,7 @@ def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbyt
 
     name = (f"lj_gather_{R}x{V}_{sname}_{dname}" + (f"_rv{Rv}" if Rv != R else "")
             + (f"_vv{Vv}" if Vv != V else "") + ("_dense" if dense else "") + ("_so" if over else "")
+            + ("_p2" if pow2 else "")
             + ("_nt" if nt else "") + f"_w{vbytes}")
     impl.__name__ = impl.__qualname__ = name
     impl.__module__ = __name__
@@ -1440,7 +1451,7 @@ def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbyt
 
 def gather(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | None = None,
            src_dense: bool = False, nt: bool = False, vbytes: int = HOST_VECTOR_BYTES,
-           src_over: bool = False):
+           src_over: bool = False, src_pow2: bool = False):
     """A (memoized) Numba intrinsic ``g(src, soff, sstride, dst, doff)`` packing R source rows
     of V contiguous elements into R*V contiguous destination elements, without a transpose::
 
@@ -1457,6 +1468,9 @@ def gather(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | N
     follows its Vv): a row piece holding the end of the data is read whole (when its lanes
     are a power of two) and the lanes from Vv on are zeroed, in place of a masked load (f32
     ``nCdhw16c -> nCdhw8c`` C=3 into u8: masked loads of 3 of 8 lanes ran at 2.2-2.5x copy).
+    ``src_pow2=True`` (whole rows, ``Vv == V``): the caller promises that each live row can be
+    read to the next power of two of V (its padding follows it: ``nChw16c -> nhwc``, C=3, reads
+    4 of each 16-channel block): a row's last piece of odd length is one whole load.
     Conversions are those of :func:`tile` (``convert.vec_convert``).  ``R = 1`` is a vector
     copy of one run (``gather(1, 64 // dst_size, s, d, nt=True)`` writes one full line).
 
@@ -1488,7 +1502,8 @@ def gather(R: int, V: int, src_dt, dst_dt, *, Rv: int | None = None, Vv: int | N
         raise ValueError(f"gather: non-temporal stores need R*V*dst_size ({R * V * d.size} "
                          f"bytes) to be a multiple of 64")
     return _make_gather(R, V, str.__str__(s), str.__str__(d), Rv, nt, int(vbytes), Vv,
-                        bool(src_dense), bool(src_over) and Vv < V and not src_dense)
+                        bool(src_dense), bool(src_over) and Vv < V and not src_dense,
+                        bool(src_pow2) and Vv == V and V & (V - 1) > 0 and not src_dense)
 
 
 def supports(src_dt, dst_dt) -> bool:
