@@ -716,6 +716,45 @@ class KernelWriter:
             if A.extent % t.R:
                 strip(dep, A.extent % t.R, str(nfr * t.R), target)
 
+        sub = self.plan.panel_sub_blocks
+        if sub:
+            # sub-panels of ``sub`` blocks: each block's tiles for every A row, then the
+            # sub-panel's stage written out (a stage that stays in L1)
+            d = self._panel_jobs(depth, sub * t.V * A.extent, npan, "pj", outer)
+            w.put(d, f"j0 = pj * {ncols}")
+            w.put(d, f"nc = min({ncols}, {B.extent} - j0)")
+            w.put(d, "if not aligned:")
+            fill(d + 1, "dst")
+            w.put(d + 1, "continue")
+            if pf:
+                w.put(d, f"pfo = so + {pf_next}")
+            w.put(d, f"for s0 in range(j0, j0 + nc, {sub * t.V}):")
+            d2 = d + 1
+            w.put(d2, f"sn = min({sub * t.V}, j0 + nc - s0)")
+            w.put(d2, f"for j in range(s0, s0 + sn, {t.V}):")
+            at_base = f"(j - s0) * {A.extent}"
+            nfr = A.extent // t.R
+
+            def block(dep: int, rows: int, a: str) -> None:
+                at = f"{at_base} + {a}"
+                if pf:
+                    w.put(dep, f"{pf}(src, pfo)")
+                    w.put(dep, f"pfo += {pf_step}")
+                if btail:
+                    w.put(dep, f"if j < {nfull * t.V}:")
+                    self._tile_call(dep + 1, rows, t.V, a, "stage", at, A.extent)
+                    w.put(dep, "else:")
+                    self._tile_call(dep + 1, rows, btail, a, "stage", at, A.extent)
+                else:
+                    self._tile_call(dep, rows, t.V, a, "stage", at, A.extent)
+
+            if nfr:
+                w.put(d2 + 1, f"for a0 in range(0, {nfr * t.R}, {t.R}):")
+                block(d2 + 2, t.R, "a0")
+            if A.extent % t.R:
+                block(d2 + 1, A.extent % t.R, str(nfr * t.R))
+            self._write_stage(d, line, f"sn * {A.extent}", f"do + s0 * {A.extent}")
+            return
         d = self._panel_jobs(depth, ncols * A.extent, npan, "pj", outer)
         w.put(d, f"j0 = pj * {ncols}")
         w.put(d, f"nc = min({ncols}, {B.extent} - j0)")

@@ -239,3 +239,37 @@ def test_wide_panel_whole_line_tiles_with_a_tail_block(nt_everywhere, monkeypatc
         if k.plan.vector_bytes == 32:  # this host plans the same: run it
             assert k.plan.panel_blocks == p.panel_blocks, k.plan.describe()
         ref.check_guarded_runs(k, x, expect, [0, 4, 24])
+
+
+SUB_CASES = [
+    ((3, 40, 7, 9), "nchw", "nhwc", "f32", "f32"),     # rows of 40 (160 B) off the lines; 63 px
+    ((2, 100, 5, 13), "nchw", "nhwc", "f32", "bf16"),  # conversion, A tail (100 = 6 x 16 + 4)
+    ((2, 37, 11, 3), "nchw", "nhwc", "f32", "f32"),    # 33 px: a tail block
+    ((4, 24, 200), "ncw", "nwc", "s8", "f32"),   # 7 blocks of 32 (a tail of 8)
+]
+
+
+@pytest.mark.parametrize("blocks", [1, 3])
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", SUB_CASES)
+def test_wide_panel_sub_blocks_are_exact(nt_everywhere, monkeypatch, blocks, dims, stag, dtag, sdt, ddt):
+    """Wide panels of short prefetched source rows staged a few blocks at a time, each
+    block's tiles for every A row (``plan.panel_sub_blocks``: 1 and 3 blocks a sub-panel),
+    then written out: every byte at several destination offsets (a misaligning one takes
+    the unstaged path), 1 and 2 threads, guard bytes; the switch off: strips."""
+    monkeypatch.setattr(plan_mod, "PANEL_WIDE_BYTES", 256 * 1024)
+    monkeypatch.setattr(plan_mod, "PANEL_WIDE_MAX_VECTOR", 128)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    monkeypatch.setattr(plan_mod, "PANEL_SUB_BYTES", 0)
+    p0 = lj.compiler.lower_and_plan(s, d, None)[1]
+    assert p0.panel_sub_blocks == 0 and "filled a strip" in p0.describe(), p0.describe()
+    block = p0.tile.V * p0.nodes[p0.tile.a].extent * d.dtype.size
+    monkeypatch.setattr(plan_mod, "PANEL_SUB_BYTES", blocks * block)
+    k = lj.compiler.build(s, d)
+    p = k.plan
+    assert p.panel and p.prefetch and p.panel_sub_blocks == blocks < p.panel_blocks, p.describe()
+    assert "for s0 in range(" in k.source, k.source
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    n = d.get_size()
+    expect = ref.reorder(x, s, d, np.zeros(n // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 24, 1}))
