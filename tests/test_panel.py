@@ -244,7 +244,7 @@ def test_wide_panel_whole_line_tiles_with_a_tail_block(nt_everywhere, monkeypatc
 SUB_CASES = [
     ((3, 40, 7, 9), "nchw", "nhwc", "f32", "f32"),     # rows of 40 (160 B) off the lines; 63 px
     ((2, 100, 5, 13), "nchw", "nhwc", "f32", "bf16"),  # conversion, A tail (100 = 6 x 16 + 4)
-    ((2, 37, 11, 3), "nchw", "nhwc", "f32", "f32"),    # 33 px: a tail block
+    ((2, 37, 11, 9), "nchw", "nhwc", "f32", "f32"),    # 99 px: a tail block
     ((4, 24, 200), "ncw", "nwc", "s8", "f32"),   # 7 blocks of 32 (a tail of 8)
 ]
 
