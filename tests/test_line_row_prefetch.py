@@ -133,3 +133,24 @@ def test_row_prefetch_is_exact(plans_32, nt_everywhere, dims, stag, dtag, sdt, d
     v = min(p.tile.V, p.ir.nodes[p.tile.b].extent)
     assert f"+ {p.row_prefetch + v - 1})" in k.source, k.source
     ref.check_exact_at_offsets(k, sum(dims))
+
+
+def test_covering_points_touch_every_line():
+    """Row prefetches kept by ``codegen._covering_points`` touch every line that one
+    prefetch per row touched, at every alignment, and drop rows that share lines."""
+    import random
+
+    from layoutjit.codegen import _covering_points
+
+    rng = random.Random(7)
+    for _ in range(300):
+        ssz = rng.choice([1, 2, 4])
+        gap = 64 // ssz
+        pts = [rng.randrange(0, 40 * gap) for _ in range(rng.randrange(1, 20))]
+        kept = _covering_points(pts, gap)
+        assert set(kept) <= set(pts) and kept == [p for p in dict.fromkeys(pts) if p in set(kept)]
+        for base in range(0, 64, 4):  # the source's address modulo a line
+            lines = {(base + p * ssz) // 64 for p in pts}
+            assert lines == {(base + p * ssz) // 64 for p in kept}, (pts, kept, base)
+    assert _covering_points([14, 17, 20, 23, 398, 401, 404, 407], 16) == [14, 23, 398, 407]
+    assert _covering_points([14, 17, 20, 23], 0) == [14, 17, 20, 23]
