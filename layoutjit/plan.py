@@ -224,6 +224,64 @@ def _nt_min_for(kind: str) -> int:
     return NT_MIN_BYTES
 
 
+#: The NT thresholds compare the memory traffic with the source counted in the lines its
+#: reads touch (``memory_traffic``) where that is at least LINE_TRAFFIC_MIN_RATIO times the
+#: elements moved; ``LAYOUTJIT_LINE_TRAFFIC=0``: the elements moved, as before.
+LINE_TRAFFIC = os.environ.get("LAYOUTJIT_LINE_TRAFFIC", "1") != "0"
+LINE_TRAFFIC_MIN_RATIO = 2
+
+
+def memory_traffic(ir: LoopIR, moved: int) -> int:
+    """Bytes the memory moves where the source is mostly what its reads skip: the
+    destination written and the source lines the reads touch, where that is at least
+    ``LINE_TRAFFIC_MIN_RATIO`` times ``moved`` (every position's element on both sides);
+    else ``moved``.
+
+    A source whose unit-stride runs hold much less data than the step to the next run (a
+    few channels of each padded block) is fetched a whole line at a time: f32 -> s8
+    `nCw16c -> nwc` with C = 4 reads 16 B of each 64-byte line, 35 MB of traffic that
+    counting elements put at 10 MB, under the NT threshold. The run's data is its span
+    times the valid share of its dim; runs closer than a line share lines (data / step),
+    farther ones take whole lines each. A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2
+    threads), plain -> NT: that pair 512x4x1000 1.72-2.12 (1.57-2.02) -> 1.00-1.12
+    (1.00-1.09), oneDNN 1.55-1.81; f32 C = 2 1.28-1.48 (1.30-1.44) -> 0.81-0.96
+    (0.83-0.90), oneDNN 1.46; f32 -> bf16 C = 4 1.47 (1.41) -> 1.03 (1.03); `nChw16c ->
+    nhwc` f32 C = 4 1.41 (1.02) -> 0.77 (0.95), C = 5 1.18 (1.13) -> 0.90 (1.05), bf16 C = 2
+    1.09 (0.95) -> 0.89 (0.81); `nCdhw16c -> ndhwc` bf16 C = 3 1.46 (1.34) -> 1.02 (0.88),
+    C = 4 1.13 (1.12) -> 0.79 (0.86), f32 -> s8 C = 2 3.00 (2.08) -> 2.24 (1.59); u8
+    `nChw16c -> nChw4c` C = 4 1.21 (1.20) -> 0.81 (0.96), `nCw8c -> nwc` C = 2 1.33 (1.42)
+    -> 1.04 (1.21); mixed: s8 -> f32 `nCw16c -> nwc` C = 2 1.11 (1.02-1.16) -> 0.75 (1.16-1.35),
+    u8 C = 5 1.47-2.08 (1.34-1.58) -> 1.51-1.54 (1.35-1.65). 3 of 2742 listed and
+    generated pairs changed, 73 of 252 sparse-source pairs (15 of them measured).
+    Sources a little sparser than the estimate (up to twice it) were mixed and keep it:
+    `nChw16c -> nChw8c` f32 C = 4 1024x4x7x35 1.12 (1.10) -> 0.76 (1.41), f32 -> u8 C = 5
+    128x5x56x56 1.42 -> 2.69 at 1 thread, s8 -> f32 `nChw16c -> nhwc` C = 3 1.08 (1.13) ->
+    0.79 (1.58), `nCw16c -> nwc` C = 13 1.07 -> 1.60, u8 `nChw16c -> nhwc` C = 8 0.99 ->
+    0.79."""
+    if not LINE_TRAFFIC or len(ir.operands) < 2:
+        return moved
+    src = ir.operands[1]
+    ssz = src.dtype.size
+    unit = next((n for n in ir.nodes if n.strides[1] == 1 and n.extent > 1), None)
+    steps = [n.strides[1] * ssz for n in ir.nodes
+             if n is not unit and n.extent > 1 and n.strides[1] is not None and n.strides[1] > 0]
+    if unit is None or not steps:
+        return moved
+    span = unit.extent * ssz
+    step = min(steps)
+    if step <= span:
+        return moved  # runs back to back (or interleaved): the lines are dense
+    run = span
+    if unit.dim is not None and unit.weight == 1:
+        run = span * min(ir.dims[unit.dim].valid, unit.extent) // unit.extent
+    line = step if step < 64 else 64 * -(-span // 64)
+    if run <= 0 or run >= line:
+        return moved
+    valid = math.prod(d.valid for d in ir.dims)
+    lines = ir.total * ir.operands[0].dtype.size + valid * ssz * line // run
+    return lines if lines >= LINE_TRAFFIC_MIN_RATIO * moved else moved
+
+
 def _transpose_takes_nt(ir: LoopIR, ssz: int, dsz: int) -> bool:
     """Whether a register transpose of ir moves enough bytes for NT stores on one thread
     (``nt_min_bytes``), asked by rules measured on NT transposes before the tile exists."""
@@ -2270,6 +2328,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     dst = ir.operands[0]
     total = ir.total
     moved = total * (dst.dtype.size + ir.operands[1].dtype.size)
+    traffic = memory_traffic(ir, moved)  # what the NT thresholds compare
     if tile is not None:
         split = split_columns(ir, tile, moved)
         if split is not None:
@@ -2306,11 +2365,11 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         # one store rule for transposes that take wide macro tiles when their stores are
         # plain, and for local permutations (both sides contiguous per tile: streaming)
         if _block_local(ir, tile):
-            nt = moved >= (nt_min_bytes(tile) if BLOCK_LOCAL_TUNE and NT_TUNE else one_rule_min_bytes())
+            nt = traffic >= (nt_min_bytes(tile) if BLOCK_LOCAL_TUNE and NT_TUNE else one_rule_min_bytes())
         elif _wide_groups(ir, tile):
-            nt = moved >= min(one_rule_min_bytes(), nt_min_bytes(tile))
+            nt = traffic >= min(one_rule_min_bytes(), nt_min_bytes(tile))
         else:
-            nt = moved >= min(nt_min_bytes(tile), _narrowing_stream_nt_min(ir, tile))
+            nt = traffic >= min(nt_min_bytes(tile), _narrowing_stream_nt_min(ir, tile))
     if nt and tile is not None and tile.kind == "stream" and _stream_src_order(ir, tile):
         ir = _by_source(ir)
         notes.append("runs of whole destination lines: the outer loops in source order (reads in "
@@ -2379,7 +2438,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
             notes.append(f"prefetch: the source rows follow one another; each micro-kernel call "
                          f"prefetches its share of the next group's block ({rows})")
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
-    if allow_shift and tile is not None and not nt and not thin and moved >= nt_min_bytes(tile):
+    if allow_shift and tile is not None and not nt and not thin and traffic >= nt_min_bytes(tile):
         # destination rows off the lines: a short contiguous panel is staged whole, longer
         # rows are realigned through a carry; both run jobs of (outer loops x blocks of B).
         # Realigned rows and wide panels from the one-thread NT threshold at every thread
@@ -2393,7 +2452,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         # 1.19-2.09 (1.37-3.03 -> 0.81-1.74).)
         panel = _panel_possible(ir, tile) and not _shift_better(ir, tile)
         wide, pb = wide_panel(ir, tile, vb) if panel else (tile, 1)
-        if (pb > 1 or not panel or moved >= nt_split_min_bytes(tile)) and (panel or _shift_possible(ir, tile)):
+        if (pb > 1 or not panel or traffic >= nt_split_min_bytes(tile)) and (panel or _shift_possible(ir, tile)):
             tile = wide
             assert tile.b is not None
             nbb = -(-ir.nodes[tile.b].extent // tile.V)
@@ -2431,7 +2490,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                          f"{M * tile.R} rows per macro tile")
             parallel, jobs, chunk = choose_parallel(ir, tile, moved)
     if (tile is not None and not nt and not (static_nt or job_align) and allow_shift
-            and moved >= nt_min_bytes(tile)):
+            and traffic >= nt_min_bytes(tile)):
         jstage = job_stage(ir, tile, parallel)  # (no NT possible: tiles store pieces of lines)
         if jstage:
             notes.append(f"the tiles store pieces of lines into one dense destination range per job: "
@@ -2447,7 +2506,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                          "checks its offset at run time (non-temporal stores where it does)")
     job_align = job_align and nt
     # (streams have no timed band: NT from their threshold at every thread count)
-    nt_split = not nt or tile is None or tile.kind == "stream" or moved >= nt_split_min_bytes(tile)
+    nt_split = not nt or tile is None or tile.kind == "stream" or traffic >= nt_split_min_bytes(tile)
     # between the NT thresholds at one thread and split between threads, the store kind
     # is timed at run time (see nt_min_bytes for the band below the base threshold)
     nt_tune = NT_TUNE and nt and not nt_split
