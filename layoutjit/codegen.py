@@ -712,84 +712,61 @@ class KernelWriter:
             # whole outer blocks per job: every tile call prefetches its share of the next
             # outer index's source block (panel_prefetch), in order
             ssz = self.ops[1].dtype.size
-            calls = -(-A.extent // t.R) * pb
-            share = min(16384, max(64, _whole_lines(-(-A.extent * B.extent * ssz // calls))))
+            ncalls = -(-A.extent // t.R) * pb
+            share = min(16384, max(64, _whole_lines(-(-A.extent * B.extent * ssz // ncalls))))
             pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
             pf_step = share // ssz
             pf_next = self.ir.nodes[outer[-1]].strides[1]
 
-        def strip(dep: int, rows: int, a: str, target: str) -> None:
-            """Tiles of ``rows`` source rows from row ``a``, for every block of this job."""
-            w.put(dep, f"for j in range(j0, j0 + nc, {t.V}):")
-            at = f"(j - j0) * {A.extent} + {a}"
+        def calls(dep: int, rows: int, a: str, target: str, base: str) -> None:
+            """The tile call of ``rows`` source rows from row ``a`` at block ``j`` (its
+            prefetch share first when staged); ``base``: the first block in the stage."""
+            at = f"(j - {base}) * {A.extent} + {a}"
             if pf and target == "stage":
-                w.put(dep + 1, f"{pf}(src, pfo)")
-                w.put(dep + 1, f"pfo += {pf_step}")
+                w.put(dep, f"{pf}(src, pfo)")
+                w.put(dep, f"pfo += {pf_step}")
             if btail:
-                w.put(dep + 1, f"if j < {nfull * t.V}:")
-                self._tile_call(dep + 2, rows, t.V, a, target, at, A.extent)
-                w.put(dep + 1, "else:")
-                self._tile_call(dep + 2, rows, btail, a, target, at, A.extent)
-            else:
+                w.put(dep, f"if j < {nfull * t.V}:")
                 self._tile_call(dep + 1, rows, t.V, a, target, at, A.extent)
+                w.put(dep, "else:")
+                self._tile_call(dep + 1, rows, btail, a, target, at, A.extent)
+            else:
+                self._tile_call(dep, rows, t.V, a, target, at, A.extent)
 
-        def fill(dep: int, target: str) -> None:
+        def rows_of(dep: int, body: Callable[[int, int, str], None]) -> None:
+            """``body(dep, rows, a)`` for every group of R source rows, then the tail."""
             nfr = A.extent // t.R
             if nfr:
                 w.put(dep, f"for a0 in range(0, {nfr * t.R}, {t.R}):")
-                strip(dep + 1, t.R, "a0", target)
+                body(dep + 1, t.R, "a0")
             if A.extent % t.R:
-                strip(dep, A.extent % t.R, str(nfr * t.R), target)
+                body(dep, A.extent % t.R, str(nfr * t.R))
 
+        def strip(dep: int, rows: int, a: str, target: str) -> None:
+            """Tiles of ``rows`` source rows from row ``a``, for every block of this job."""
+            w.put(dep, f"for j in range(j0, j0 + nc, {t.V}):")
+            calls(dep + 1, rows, a, target, "j0")
+
+        # sub-panels of ``sub`` blocks (plan.panel_sub_blocks): each block's tiles for every
+        # A row, then the sub-panel's stage written out (a stage that stays in L1)
         sub = self.plan.panel_sub_blocks
-        if sub:
-            # sub-panels of ``sub`` blocks: each block's tiles for every A row, then the
-            # sub-panel's stage written out (a stage that stays in L1)
-            d = self._panel_jobs(depth, sub * t.V * A.extent, npan, "pj", outer)
-            w.put(d, f"j0 = pj * {ncols}")
-            w.put(d, f"nc = min({ncols}, {B.extent} - j0)")
-            w.put(d, "if not aligned:")
-            fill(d + 1, "dst")
-            w.put(d + 1, "continue")
-            if pf:
-                w.put(d, f"pfo = so + {pf_next}")
-            w.put(d, f"for s0 in range(j0, j0 + nc, {sub * t.V}):")
-            d2 = d + 1
-            w.put(d2, f"sn = min({sub * t.V}, j0 + nc - s0)")
-            w.put(d2, f"for j in range(s0, s0 + sn, {t.V}):")
-            at_base = f"(j - s0) * {A.extent}"
-            nfr = A.extent // t.R
-
-            def block(dep: int, rows: int, a: str) -> None:
-                at = f"{at_base} + {a}"
-                if pf:
-                    w.put(dep, f"{pf}(src, pfo)")
-                    w.put(dep, f"pfo += {pf_step}")
-                if btail:
-                    w.put(dep, f"if j < {nfull * t.V}:")
-                    self._tile_call(dep + 1, rows, t.V, a, "stage", at, A.extent)
-                    w.put(dep, "else:")
-                    self._tile_call(dep + 1, rows, btail, a, "stage", at, A.extent)
-                else:
-                    self._tile_call(dep, rows, t.V, a, "stage", at, A.extent)
-
-            if nfr:
-                w.put(d2 + 1, f"for a0 in range(0, {nfr * t.R}, {t.R}):")
-                block(d2 + 2, t.R, "a0")
-            if A.extent % t.R:
-                block(d2 + 1, A.extent % t.R, str(nfr * t.R))
-            self._write_stage(d, line, f"sn * {A.extent}", f"do + s0 * {A.extent}")
-            return
-        d = self._panel_jobs(depth, ncols * A.extent, npan, "pj", outer)
+        d = self._panel_jobs(depth, (sub or pb) * t.V * A.extent, npan, "pj", outer)
         w.put(d, f"j0 = pj * {ncols}")
         w.put(d, f"nc = min({ncols}, {B.extent} - j0)")
         w.put(d, "if not aligned:")
-        fill(d + 1, "dst")
+        rows_of(d + 1, lambda dep, rows, a: strip(dep, rows, a, "dst"))
         w.put(d + 1, "continue")
         if pf:
             w.put(d, f"pfo = so + {pf_next}")
-        fill(d, "stage")
-        self._write_stage(depth, line, f"nc * {A.extent}", f"do + j0 * {A.extent}")
+        if not sub:
+            rows_of(d, lambda dep, rows, a: strip(dep, rows, a, "stage"))
+            self._write_stage(depth, line, f"nc * {A.extent}", f"do + j0 * {A.extent}")
+            return
+        w.put(d, f"for s0 in range(j0, j0 + nc, {sub * t.V}):")
+        w.put(d + 1, f"sn = min({sub * t.V}, j0 + nc - s0)")
+        w.put(d + 1, f"for j in range(s0, s0 + sn, {t.V}):")
+        rows_of(d + 2, lambda dep, rows, a: calls(dep, rows, a, "stage", "s0"))
+        self._write_stage(d, line, f"sn * {A.extent}", f"do + s0 * {A.extent}")
 
     def _render_jobs(self, depth: int, nt: bool) -> None:
         p = self.plan

@@ -36,19 +36,25 @@ M = lj.MemoryDesc
     (8, 8, 6, "f32", "bf16", False),
 ])
 def test_gather_reads_whole_rows_and_zeroes_past_vv(R, V, Vv, sdt, ddt, nt):
+    g = gather(R, V, sdt, ddt, Rv=R, Vv=Vv, nt=nt, vbytes=32, src_over=True)
+    check_gather(g, R, V, Vv, 2 * V, sdt, ddt, R * V + Vv)
+
+
+def check_gather(g, R, V, Vv, stride, sdt, ddt, seed):
+    """Run gather ``g`` once over R source rows ``stride`` apart (random bytes between
+    them) into an aligned destination with guard bytes; check every byte against numpy:
+    each row's first Vv elements converted, zeros up to V, the guards untouched."""
     import numba
 
     from layoutjit.dtypes import as_dtype
 
     s, d = as_dtype(sdt), as_dtype(ddt)
-    g = gather(R, V, sdt, ddt, Rv=R, Vv=Vv, nt=nt, vbytes=32, src_over=True)
 
     @numba.njit
     def run(src, soff, sstride, dst, doff):
         g(src, soff, sstride, dst, doff)
 
-    stride = 2 * V
-    rng = np.random.default_rng(R * V + Vv)
+    rng = np.random.default_rng(seed)
     src = ref.random_raw(R * stride + 8, sdt, rng).view(s.storage)  # padding: random bytes
     raw = np.full(R * V * d.size + 192, 0xAB, np.uint8)
     o = (-raw.ctypes.data) % 64 + 64
@@ -56,10 +62,18 @@ def test_gather_reads_whole_rows_and_zeroes_past_vv(R, V, Vv, sdt, ddt, nt):
     run(src, 8, stride, dst, 0)
     expect = np.zeros(R * V, d.storage)
     for r in range(R):
-        vals = ref_direct(sdt, ddt, src[8 + r * stride:8 + r * stride + Vv])
-        expect[r * V:r * V + Vv] = vals
+        expect[r * V:r * V + Vv] = ref_direct(sdt, ddt, src[8 + r * stride:8 + r * stride + Vv])
     assert np.array_equal(dst.view(np.uint8), expect.view(np.uint8))
     assert (raw[:o] == 0xAB).all() and (raw[o + R * V * d.size:] == 0xAB).all()
+
+
+def lines_kernel(monkeypatch, dims, stag, dtag, sdt, ddt):
+    """(src, dst, kernel) of a pair that must take a "lines" plan, split into jobs from 4 KB."""
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 4096)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    assert k.plan.tile is not None and k.plan.tile.kind == "lines", k.plan.describe()
+    return s, d, k
 
 
 CASES = [
@@ -74,11 +88,8 @@ CASES = [
 
 @pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
 def test_runs_past_the_destination_padding(stores, monkeypatch, dims, stag, dtag, sdt, ddt):
-    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 4096)
-    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
-    k = build(s, d)
+    s, d, k = lines_kernel(monkeypatch, dims, stag, dtag, sdt, ddt)
     p = k.plan
-    assert p.tile is not None and p.tile.kind == "lines", p.describe()
     if (dims[1] % 8 and dims[1] < 8) or dtag == "nChw4c":  # (4c: cg.SRC_OVER_MIN_BYTES)
         assert "src_over=True" in k.source, k.source[:1500]
     if dims[1] <= 8:

@@ -12,17 +12,14 @@ own source line) of less than 16 bytes keep their plans.
 
 from __future__ import annotations
 
-import numba
-import numpy as np
 import pytest
 
 import layoutjit as lj
 import layoutjit.plan as plan_mod
 import reference as ref
-from layoutjit.compiler import build, lower_and_plan
-from layoutjit.dtypes import as_dtype
+from layoutjit.compiler import lower_and_plan
 from layoutjit.simd import gather
-from test_convert import ref_direct
+from test_gather_over import check_gather, lines_kernel
 
 M = lj.MemoryDesc
 
@@ -37,25 +34,8 @@ M = lj.MemoryDesc
     (16, 13, "s8", "f32", True),
 ])
 def test_gather_reads_odd_rows_to_a_power_of_two(R, V, sdt, ddt, nt):
-    s, d = as_dtype(sdt), as_dtype(ddt)
     g = gather(R, V, sdt, ddt, nt=nt, vbytes=32, src_pow2=True)
-
-    @numba.njit
-    def run(src, soff, sstride, dst, doff):
-        g(src, soff, sstride, dst, doff)
-
-    stride = 2 * V + 5
-    rng = np.random.default_rng(R * V)
-    src = ref.random_raw(R * stride + 8, sdt, rng).view(s.storage)  # the gaps: random bytes
-    raw = np.full(R * V * d.size + 192, 0xAB, np.uint8)
-    o = (-raw.ctypes.data) % 64 + 64
-    dst = raw[o:o + R * V * d.size].view(d.storage)
-    run(src, 8, stride, dst, 0)
-    expect = np.zeros(R * V, d.storage)
-    for r in range(R):
-        expect[r * V:(r + 1) * V] = ref_direct(sdt, ddt, src[8 + r * stride:8 + r * stride + V])
-    assert np.array_equal(dst.view(np.uint8), expect.view(np.uint8))
-    assert (raw[:o] == 0xAB).all() and (raw[o + R * V * d.size:] == 0xAB).all()
+    check_gather(g, R, V, V, 2 * V + 5, sdt, ddt, R * V)  # the gaps: random bytes
 
 
 CASES = [
@@ -70,11 +50,7 @@ CASES = [
 
 @pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
 def test_odd_runs_pack_into_lines(stores, monkeypatch, dims, stag, dtag, sdt, ddt):
-    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 4096)
-    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
-    k = build(s, d)
-    p = k.plan
-    assert p.tile is not None and p.tile.kind == "lines", p.describe()
+    s, d, k = lines_kernel(monkeypatch, dims, stag, dtag, sdt, ddt)
     assert "src_pow2=True" in k.source, k.source[:1500]
     ref.check_exact_at_offsets(k, sum(dims))
     monkeypatch.setattr(plan_mod, "PACKED_ODD_RUNS", False)
