@@ -3349,8 +3349,6 @@ def wide_panel(ir: LoopIR, tile: TileSpec, vbytes: int) -> tuple[TileSpec, int]:
 #: Wide panels of short source rows staged a few blocks at a time (``panel_sub_blocks``):
 #: the most bytes of such a stage; 0: off.
 PANEL_SUB_BYTES = int(os.environ.get("LAYOUTJIT_PANEL_SUB_BYTES", 16 * 1024))
-#: ... for source rows shorter than this many bytes.
-PANEL_SUB_MAX_ROW = 2048
 
 
 def panel_sub_blocks(ir: LoopIR, tile: TileSpec, pb: int, prefetched: bool) -> int:
@@ -3358,11 +3356,12 @@ def panel_sub_blocks(ir: LoopIR, tile: TileSpec, pb: int, prefetched: bool) -> i
     row before the next (``Plan.panel_sub_blocks``); 0: the whole job, a strip of R
     source rows at a time (``wide_panel``).
 
-    The strips read R source rows in order -- the point where rows are long (nhwc ->
-    nchw 7x7, C = 1024: 4 KB pixels). Where the source rows are short and the job's
-    block is prefetched whole, nothing is gained by it, and a whole-image stage (nchw ->
-    nhwc f32 C = 100 with 17x13 planes: 88 KB) lives in L2: the tiles' stores and the
-    write-out each pass through it. Sub-panels of at most ``PANEL_SUB_BYTES`` stay in L1.
+    The strips read R source rows in order. Where the job's block of source rows is
+    prefetched whole (each tile call its share of the next one), nothing is gained by
+    that, and a whole-image stage (nchw -> nhwc f32 C = 100 with 17x13 planes: 88 KB;
+    nhwc -> nchw 7x7 C = 1024: 200 KB) lives in L2 beside the prefetched block: the
+    tiles' stores and the write-out each pass through it. Sub-panels of at most
+    ``PANEL_SUB_BYTES`` stay in L1.
     A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), whole-job stage -> 16 KB
     sub-panels: nchw -> nhwc 2372x100x17x13 1.69 (1.32) -> 1.10 (1.07), f32 -> bf16 2.64
     (1.65) -> 1.53 (1.41), 1024x56x5x64 1.74 (1.49) -> 1.30 (1.18), 64x100x28x17 2.29
@@ -3371,16 +3370,21 @@ def panel_sub_blocks(ir: LoopIR, tile: TileSpec, pb: int, prefetched: bool) -> i
     1024x256x55 2.02 (1.89) -> 1.80 (1.65), f32 -> u8 4096x64x299 2.06 (1.93) -> 1.88
     (1.69). Mixed: ncdhw -> ndhwc 512x60x7x1x17 1.52-1.83 (1.78-2.37) -> 1.63-1.72
     (1.82-2.46), s8 nchw -> nhwc 512x100x64x5 at 2 threads 1.89-2.01 -> 2.16-2.29 (1
-    thread even). Rows of 2 KB (nhwc -> nchw 128x512x7x7) lost a little and keep the
-    strips (``PANEL_SUB_MAX_ROW``). 11 of 2681 listed and generated pairs changed.
+    thread even); 11 of 2681 listed and generated pairs changed. Source rows of 2 KB and
+    more were left out at first (nhwc -> nchw 128x512x7x7 2.16 (2.90) -> 2.30 (3.05) in
+    one run); measured again with them in: nhwc -> nchw 256x1024x7x7 (the public list)
+    1.48-1.84 (1.61-1.67) -> 1.10-1.27 (1.03-1.16), 128x512x7x7 2.07-2.14 (1.60-2.01) ->
+    1.90-2.26 (1.45-1.70), 256x256x7x7 2.05 (2.15) -> 1.94 (2.39); ncw -> nwc 32x56x1000
+    (4 KB rows) 2.32 (2.47) -> 1.48 (1.94), 128x56x1000 1.73 (1.46) -> 1.38 (1.20); u8
+    ncdhw -> ndhwc 2048x100x3x13x64 1.56 (1.52) -> 1.33 (1.30).
     """
     if not PANEL_SUB_BYTES or not prefetched:
         return 0
     assert tile.b is not None
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
-    ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
+    dsz = ir.operands[0].dtype.size
     nbb = -(-b.extent // tile.V)
-    if pb < nbb or b.extent * ssz >= PANEL_SUB_MAX_ROW or a.strides[1] != b.extent:
+    if pb < nbb or a.strides[1] != b.extent:
         return 0
     sub = PANEL_SUB_BYTES // (tile.V * a.extent * dsz)
     return sub if 1 <= sub < pb else 0

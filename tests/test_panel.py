@@ -61,7 +61,7 @@ def test_panel_transpose_is_exact(nt_everywhere, monkeypatch, wide, dims, stag, 
     if wide == 0:
         assert p.panel_blocks == 1
     else:
-        stage = p.panel_blocks * p.tile.V * p.nodes[p.tile.a].extent * d.dtype.size
+        stage = (p.panel_sub_blocks or p.panel_blocks) * p.tile.V * p.nodes[p.tile.a].extent * d.dtype.size
         assert stage <= wide and (p.panel_blocks > 1 or wide < 256 * 1024), p.describe()
         assert f"stage = np.empty({stage // d.dtype.size}," in k.source
     rng = np.random.default_rng(sum(dims))
@@ -169,16 +169,18 @@ def test_panels_read_at_most_panel_max_rows(nt_everywhere, monkeypatch, dims):
 
 def test_wide_panels_with_short_vectors(monkeypatch):
     """nhwc -> nchw 256x1024x7x7 (rows of 49, source rows 4 KB apart): with 32-byte vectors
-    each job stages a whole image (1024 rows of 49 f32, 200 KB) from strips of 8 source
-    rows and a whole line of each (8x16 tiles), prefetching the next image; with 64-byte
-    vectors the narrow panel stays (not measured there). Plans only: nothing compiles."""
+    each job takes a whole image (1024 rows of 49 f32, 200 KB), staged 5 blocks of 16 rows
+    at a time (``panel_sub_blocks``: 15 KB), 8x16 tiles (a whole line of each source row),
+    prefetching the next image; with 64-byte vectors the narrow panel stays (not measured
+    there). Plans only: nothing compiles."""
     monkeypatch.setattr(plan_mod, "PANEL_WIDE_BYTES", WIDE_BYTES)
     dims = (256, 1024, 7, 7)
     ir = lj.compiler.lower_and_plan(M(dims, "f32", "nhwc"), M(dims, "f32", "nchw"), None)[0]
     p = plan_mod.make_plan(ir, vbytes=32)
     assert p.panel and p.panel_blocks == 64 and (p.tile.R, p.tile.V) == (8, 16), p.describe()
     assert p.jobs == 256 and p.prefetch and p.prefetch_block == 49 * 1024 * 4
-    assert "blocks of 1024 along" in p.describe() and "panel of 50176 elements" in p.describe()
+    assert p.panel_sub_blocks == 5 and "panel of 3920 elements" in p.describe(), p.describe()
+    assert "blocks of 1024 along" in p.describe()
     # 2048 channels: 400 KB images, two panels of 1024 rows each, no prefetch
     dims = (256, 2048, 7, 7)
     ir = lj.compiler.lower_and_plan(M(dims, "f32", "nhwc"), M(dims, "f32", "nchw"), None)[0]
