@@ -1877,15 +1877,15 @@ class KernelWriter:
             dense = vv < L.extent and sA == vv
             ssz = self.ops[1].dtype.size
             piece = min(_pow2(L.extent), max(1, self.plan.vector_bytes // ssz))
-            # runs whose source padding follows them (nCdhw16c -> nCdhw8c, C=3): whole loads
-            over = (SRC_OVER and not dense and 0 < vv < L.extent and vv & (vv - 1) > 0
-                    and reads is not None and all(rd >= L.extent for (v, _), rd in zip(lens, reads) if v)
+            # odd runs whose source padding follows them, read past their data in whole
+            # pieces: to the run's padded length (nCdhw16c -> nCdhw8c, C=3: src_over) or,
+            # runs without padding, to the next power of two (nChw16c -> nhwc: src_pow2)
+            past = (SRC_OVER and not dense and vv & (vv - 1) > 0 and reads is not None
                     and (piece * ssz >= SRC_OVER_MIN_BYTES or ssz < 4))
-            # whole runs of odd length whose source padding follows them (nChw16c -> nhwc,
-            # C=3): read to the next power of two (gather(src_pow2=True))
-            pow2 = (SRC_OVER and not dense and vv == L.extent and vv & (vv - 1) > 0
-                    and reads is not None and all(rd >= _pow2(vv) for (v, _), rd in zip(lens, reads) if v)
-                    and (piece * ssz >= SRC_OVER_MIN_BYTES or ssz < 4))
+            need = L.extent if vv < L.extent else _pow2(vv)
+            past = past and all(rd >= need for (v, _), rd in zip(lens, reads or []) if v)
+            over = past and 0 < vv < L.extent
+            pow2 = past and vv == L.extent
             fn = self._micro(("gather", R, L.extent, Rv, use_nt, vv, dense, over, pow2))
             self.w.put(depth, f"{fn}(src, {so}, {sA}, {out}, {do})")
             return
