@@ -2470,7 +2470,8 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
                 notes.append("prefetch: the source rows follow one another; each block's tile "
                              "prefetches its share of the next " + ("outer index's" if panel else "row group's")
                              + " block")
-            tuned = not panel and NT_TUNE and ir.nodes[tile.b].extent < SHIFT_TUNE_ROWS
+            tuned = not panel and NT_TUNE and (ir.nodes[tile.b].extent < SHIFT_TUNE_ROWS or (
+                SHIFT_TUNE_BAND and traffic < nt_split_min_bytes(tile)))
             return _staged_plan(ir, tile, vb, moved, notes, shifted=not panel, panel=panel, prefetch=pf,
                                 panel_blocks=pb, nt_tune=tuned, nt_tune_one=tuned, panel_sub_blocks=sub)
     if thin:
@@ -3044,6 +3045,20 @@ SHIFT_MIN_BYTE_ROWS = int(os.environ.get("LAYOUTJIT_SHIFT_MIN_BYTE_ROWS", 16))
 #: nchw` 32x128x299x7 0.69 -> 0.95 (0.75 -> 1.12), nhwc -> nchw C = 96 0.62 -> 1.50, s8
 #: 1.68 -> 3.06, ab -> ba 3001x2999 0.85 -> 1.48 (0.79 -> 1.61)).
 SHIFT_TUNE_ROWS = int(os.environ.get("LAYOUTJIT_SHIFT_TUNE_ROWS", 16))
+#: ... and so do realigned transposes of any row count whose traffic lies between the
+#: one-thread and the split NT thresholds (``nt_split_min_bytes``), where the output may stay
+#: in cache between calls. There the realigned NT lines lost to plain tiles, which keep it
+#: in cache: Zen 3 (AVX2), one process, medians of each kind's own calls (``perf.ab``),
+#: ratio to copy at 1 thread (2 threads), realigned NT -> plain tiles: f32 `nChw16c -> nchw`
+#: 8x256x27x27 (12 MB of traffic) 2.09 -> 1.24-1.35 (2.65 -> 1.31-1.44), 1x384x299x17 (16
+#: MB) 1.79 -> 1.30-1.45 (2.56 -> 1.48), 12x256x27x27 (18 MB) 1.95 -> 1.41 (2.55 -> 1.42),
+#: nhwc -> nchw 16x128x27x27 2.12 -> 1.51 (2.77 -> 1.56), ab -> ba 1500x1001 2.37 -> 1.45
+#: (2.81 -> 1.62); but ab -> ba 2000x1001 (16 MB) 1.23 against 1.88 at 1 thread. Timed in
+#: the harness (the choice made at run time, two runs each), ratio to copy at 2 threads,
+#: before -> after: `nChw16c -> nchw` 1x384x299x17 2.45-2.64 -> 1.37-1.42 (1.45-1.52 ->
+#: 1.06-1.07x oneDNN's time), 8x256x27x27 2.45-2.87 -> 1.50-1.57, 12x256x27x27 2.08-2.21 ->
+#: 1.49-1.55, ab -> ba 2000x1001 2.10-2.36 -> 1.30-1.40; one thread within the noise.
+SHIFT_TUNE_BAND = os.environ.get("LAYOUTJIT_SHIFT_TUNE_BAND", "1") != "0"
 
 
 #: Whether NT transposes of short source rows that follow one another read half lines

@@ -199,8 +199,40 @@ def test_few_rows_time_realigned_against_plain_tiles(shifted_nt, monkeypatch, di
     want = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32))
     ref.check_store_kinds(k, x, want, (0, p.jobs) if tuned else (0,))  # plain tiles, realigned
     for threads in ref.at_thread_counts((1, 2)):
-        for _ in range(2 * store_choice.SAMPLES + 2):
+        for _ in range(store_choice.calls_to_choose()):
             np.testing.assert_array_equal(k(x), want)
         assert (k.store_choice is not None and k.store_choice.kept(threads) is not None) == tuned
     expect = want.view(np.uint8)
     ref.check_guarded_runs(k, x, expect, [0, 4, 16, 40, 1])
+
+
+@pytest.mark.parametrize("nt_min,band,tuned", [
+    (40000, True, True),    # 53760 B moved: between the NT thresholds (40000, split 60000)
+    (40000, False, False),  # the band off: realigned lines only
+    (30000, True, False),   # above the split threshold (45000): realigned lines only
+])
+def test_realigned_rows_time_the_store_kind_between_the_thresholds(monkeypatch, nt_min, band, tuned):
+    """Realigned plans of 16 rows and more carry the plain tiles too between the one-thread
+    and the split NT thresholds (``SHIFT_TUNE_BAND``) and time both at every thread count,
+    one included; above the split threshold they keep the realigned lines. Exact at 1 and
+    2 threads either way and while timing."""
+    from layoutjit import store_choice
+
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", nt_min)
+    monkeypatch.setattr(plan_mod, "PANEL_MAX_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "SHIFT_TUNE_BAND", band)
+    dims = (1, 32, 70, 3)
+    s, d = M(dims, "f32", "nChw16c"), M(dims, "f32", "nchw")
+    k = lj.compiler.build(s, d)
+    p = k.plan
+    assert p.shifted and p.nt and (p.nt_tune, p.nt_tune_one) == (tuned, tuned), p.describe()
+    assert ("chosen at run time" in p.describe()) == tuned
+    rng = np.random.default_rng(6)
+    x = ref.random_raw(s.get_size() // 4, "f32", rng)
+    want = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32))
+    ref.check_store_kinds(k, x, want, (0, p.jobs) if tuned else (0,))
+    for threads in ref.at_thread_counts((1, 2)):
+        for _ in range(store_choice.calls_to_choose()):
+            np.testing.assert_array_equal(k(x), want)
+        assert (k.store_choice is not None and k.store_choice.kept(threads) is not None) == tuned

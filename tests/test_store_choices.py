@@ -79,7 +79,7 @@ def test_store_kind_is_timed_between_the_thresholds(band, monkeypatch, dims, sta
     x = ref.random_raw(s.get_size() // 4, "f32", rng)
     want = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32))
     ref.check_store_kinds(k, x, want, (0, p.jobs))  # plain, NT: serial and on two threads
-    calls = 2 * store_choice.SAMPLES + 2
+    calls = store_choice.calls_to_choose()
     for threads in ref.at_thread_counts((1, 2)):
         for _ in range(calls):
             y = k(x)
@@ -90,12 +90,18 @@ def test_store_kind_is_timed_between_the_thresholds(band, monkeypatch, dims, sta
     assert k.store_choice.kept(1) is None  # one thread: NT, the plan's rule, never timed
 
 
-def test_store_choice_alternates_then_keeps_the_faster():
-    """Calls alternate plain, NT; the first two are not timed; after SAMPLES timed calls of
-    each kind the faster by median is kept (the call times are made up here)."""
+@pytest.mark.parametrize("paired", [True, False])
+def test_store_choice_times_both_kinds_then_keeps_the_faster(monkeypatch, paired):
+    """Paired (the default): calls go plain, plain, NT, NT, ... and the second of each pair
+    is timed, each kind in its own steady state; unpaired, they alternate and the first two
+    are not timed. After SAMPLES timed calls of each kind the faster by median is kept (the
+    call times are made up here)."""
     import time
 
+    from layoutjit import store_choice
     from layoutjit.store_choice import SAMPLES, StoreChoice
+
+    monkeypatch.setattr(store_choice, "PAIRED", paired)
 
     def run(c, n, secs):  # one launch that "took" secs(base) seconds
         base, t0 = c.start(n)
@@ -109,17 +115,23 @@ def test_store_choice_alternates_then_keeps_the_faster():
     seen = []
     while c.kept(2) is None:
         seen.append(run(c, 2, lambda base: 1.0 if base else 2.0))  # NT twice as fast
-    assert [b for b, _ in seen[:4]] == [0, 10, 0, 10] and len(seen) == 2 * SAMPLES + 2
-    assert [t for _, t in seen[:3]] == [False, False, True]
+    assert len(seen) == store_choice.calls_to_choose()
+    if paired:
+        assert seen[:6] == [(0, False), (0, True), (10, False), (10, True), (0, False), (0, True)]
+        assert len(seen) == 4 * SAMPLES
+    else:
+        assert [b for b, _ in seen[:4]] == [0, 10, 0, 10] and len(seen) == 2 * SAMPLES + 2
+        assert [t for _, t in seen[:3]] == [False, False, True]
+    assert sum(t for b, t in seen if b) == sum(t for b, t in seen if not b) == SAMPLES
     assert c.kept(2) is True and c.start(2) == (10, None)
     assert "2 threads: non-temporal" in c.describe()
     c3 = StoreChoice(jobs=4)
-    for _ in range(2 * SAMPLES + 2):
+    for _ in range(store_choice.calls_to_choose()):
         run(c3, 3, lambda base: 1.0 if base else 0.5)  # plain faster
     assert c3.kept(3) is False and c3.start(3) == (0, None) and c3.kept(2) is None
     c1 = StoreChoice(jobs=6, one_thread=True)  # Plan.nt_tune_one: one thread is timed too
     assert c1.start(1) == (0, None)
-    for _ in range(2 * SAMPLES + 1):
+    for _ in range(store_choice.calls_to_choose() - 1):
         run(c1, 1, lambda base: 1.0 if base else 0.5)
     assert c1.kept(1) is False and c1.start(1) == (0, None) and "1 thread: plain" in c1.describe()
 
@@ -140,7 +152,7 @@ def test_local_permutations_time_the_store_kind_on_one_thread_too(band, monkeypa
     assert ("one included" in p.describe()) == tune, p.describe()
     from layoutjit import store_choice
     for _ in ref.at_thread_counts((1, 2)):
-        for seed in range(2 * store_choice.SAMPLES + 2):
+        for seed in range(store_choice.calls_to_choose()):
             assert ref.kernel_matches_reference(k, seed=seed)
         if tune:  # the thread count in force (one, or two where the pool has them)
             assert k.store_choice.kept(numba.get_num_threads()) is not None
