@@ -78,3 +78,34 @@ def test_split_columns_not_taken(small_jobs):
     for dims in [(3, 1001), (3, 16 * 61), (512, 512)]:
         p = plan_of(M(dims, "f32", "ab"), M(dims, "f32", "ba"))
         assert not any(NOTE in n for n in p.notes), (dims, p.describe())
+
+
+LINE_CASES = [
+    ((4, 8, 7, 9), "nChw8c", "nChw16c", "f32", "f32"),   # one block of 8 into a padded 16
+    ((6, 3, 5, 8), "nChw4c", "nChw8c", "f32", "f32"),    # C = 3: padding on both sides
+    ((8, 8, 40), "nCw8c", "nCw16c", "f32", "s8"),        # narrowed
+    ((2, 5, 6, 4, 8), "nCdhw8c", "nCdhw16c", "bf16", "bf16"),
+    ((1, 24, 3, 23), "nChw8c", "nhwc", "f32", "f32"),     # one image: columns off the lines (phases)
+    ((1, 20, 16, 13), "nChw16c", "nhwc", "s8", "s8"),     # one image: panels of columns
+]
+
+
+@pytest.mark.parametrize("nt", [False, True])
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", LINE_CASES)
+def test_runs_packed_into_lines_split_their_columns(small_jobs, monkeypatch, nt, dims, stag, dtag, sdt, ddt):
+    """Runs packed into lines (kind "lines") whose channels fit one destination block have
+    no node outside the tile (n, h and w merge into its columns): one job, so a second
+    thread did nothing (`nCw8c -> nCw16c` f32 1024x8x299 at 2 threads 1.74x copy). Their
+    columns are cut into an outer loop too (``SPLIT_LINE_COLUMNS``); every byte exact,
+    padding zeros included, at 1 and 2 threads, plain and NT."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0 if nt else 1 << 40)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = lj.compiler.build(s, d)
+    p = k.plan
+    assert p.tile.kind == "lines" and any(NOTE in n for n in p.notes) and p.jobs >= 2, p.describe()
+    monkeypatch.setattr(plan_mod, "SPLIT_LINE_COLUMNS", False)
+    assert plan_of(s, d).jobs == 1
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, d.dtype.size, 64 - d.dtype.size])

@@ -638,6 +638,7 @@ def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag,
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "JOB_ALIGN_PHASES_MIN_BYTES", 0)  # (columns of 336 B here)
     monkeypatch.setattr(plan_mod, "LINES_PANEL_OVER_PHASES_BYTES", 0)  # (short columns: panels)
+    monkeypatch.setattr(plan_mod, "SPLIT_LINE_COLUMNS", False)  # (one image: test_split_columns.py)
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
     k = lj.compiler.build(s, d)
     p = k.plan
@@ -803,6 +804,7 @@ def test_lines_panels(monkeypatch, dims, stag, dtag, sdt, ddt, panel):
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "nt_split_min_bytes", lambda tile: 0)  # NT at both thread counts
+    monkeypatch.setattr(plan_mod, "SPLIT_LINE_COLUMNS", False)  # (one image: test_split_columns.py)
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
     k = lj.compiler.build(s, d)  # not the memory cache (other tests plan these pairs with other thresholds)
     p = k.plan
