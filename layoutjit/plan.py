@@ -1862,8 +1862,19 @@ LINE_ROWS_PLAIN = os.environ.get("LAYOUTJIT_LINE_ROWS_PLAIN", "1") != "0"
 #: s8 -> f32 `ncdhw -> gOIhw8i8o` 192x30x96x13x8 2.04 (1.31) -> 0.73 (0.60); bf16 `goihw ->
 #: gOIhw16i16o` 16x1024x56x7x5 2.04 (1.89) -> 0.85 (0.91); f32 and bf16 `gOIhw16i16o ->
 #: goihw` 5x1 and 7x1 even. f32 -> bf16 `goihw -> gOhwi16o` 64x16x768x5x3 lost (1.32
-#: (1.16) -> 2.28 (1.33)): narrowing conversions keep their cols tiles.
-LINE_ROWS_OVER_COLS_WIDE_BYTES = int(os.environ.get("LAYOUTJIT_LINE_ROWS_OVER_COLS_WIDE_BYTES", 32))
+#: (1.16) -> 2.28 (1.33)): narrowing conversions keep their cols tiles. Up to 32 B at first;
+#: since the thirty-second session any piece shorter than a line: 1-byte weights with 5x7
+#: and 7x7 planes (`OIhw16i16o -> oihw` u8: 49x32 cols tiles store 49 B into each of 32
+#: rows) ran at 6-9x copy. A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads),
+#: cols -> line rows: u8 `OIhw16i16o -> oihw` 768x1024x7x7 (74 MB) 6.29 (4.53) -> 1.27
+#: (0.90), oneDNN 8.42 (5.50); `IOhw16i16o -> oihw` 5.48 (4.39) -> 2.34 (1.77); 256x512x7x7
+#: and 5x7, u8 and s8, from `OIhw16i16o`, `IOhw16i16o` and `OIhw16o16i`: 6.8-8.6 (6.4-7.7)
+#: -> 1.9-2.3 (2.0-2.7); s8 -> f32 3x5 (60 B pieces) 3.1-3.4 (3.2-3.6) -> 1.8-1.9 (1.8-1.9);
+#: f32 `OIhw4o4i -> iohw` 3x5 2.78 (3.83) -> 1.45 (1.56); bf16 `OIhw8i8o -> oihw` 5x5 1.71
+#: (2.21) -> 1.56 (1.69). 24 of 3528 weight pairs changed (hw 1x7 to 11x11, 9 blocked
+#: formats, 4 plain ones, 7 type pairs, both ways), none lost; none of 3286 listed and
+#: generated pairs.
+LINE_ROWS_OVER_COLS_WIDE_BYTES = int(os.environ.get("LAYOUTJIT_LINE_ROWS_OVER_COLS_WIDE_BYTES", 63))
 LINE_ROWS_OVER_COLS_SRC_BYTES = 16
 
 

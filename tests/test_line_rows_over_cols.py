@@ -33,6 +33,11 @@ CASES = [
     ((2, 32, 32, 5, 1), "gOIhw16i16o", "goihw", "s8", "f32"),
     ((2, 32, 16, 13, 8), "ncdhw", "gOIhw8i8o", "s8", "f32"),
     ((2, 32, 24, 7, 5), "goihw", "gOIhw16i16o", "bf16", "bf16"),  # i = 24 of 32
+    # pieces of 35 to 60 bytes, shorter than a line (LINE_ROWS_OVER_COLS_WIDE_BYTES = 63)
+    ((32, 64, 7, 7), "OIhw16i16o", "oihw", "u8", "u8"),
+    ((32, 64, 5, 7), "IOhw16i16o", "oihw", "s8", "s8"),
+    ((32, 64, 3, 5), "OIhw16i16o", "oihw", "s8", "f32"),
+    ((32, 64, 3, 5), "OIhw4o4i", "iohw", "f32", "f32"),
 ]
 
 
