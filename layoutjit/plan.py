@@ -881,9 +881,10 @@ class Plan:
             nl = tile_rows(self.ir, t) // t.R
             read = sum(1 for r in src_rows(self.ir, t)[:t.R] if r is not None)
             a3 = f"A3={nm(t.a3)} x " if t.a3 is not None else ""
+            unit = "line" if t.R * self.ir.operands[0].dtype.size >= 64 else "half line"
             lines.append(f"micro-kernel: transpose rows {a3}A2={nm(t.a2)} x A={nm(t.a)} ("
-                         + ("one destination line" if nl == 1
-                            else f"{nl} destination lines, a loop of tiles whose row offsets come from one table")
+                         + (f"one destination {unit}" if nl == 1
+                            else f"{nl} destination {unit}s, a loop of tiles whose row offsets come from one table")
                          + f"), B={nm(t.b)}, src stride 1, by {t.R}x{t.V} register tiles "
                          f"whose rows start at {read} source offsets"
                          + (f" (the other {t.R - read}: padding, zeros)" if read < t.R else ""))
@@ -1800,7 +1801,7 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         if ((short or wide)
                 and (LINE_ROWS_PLAIN or _transpose_takes_nt(ir, ssz, dsz))
                 and not (COLS_STAGE and cols_stage(cols_ir, spec))):
-            lined = _line_rows(ir, nodes, ia, ib, dsz, vbytes // ssz)
+            lined = _line_rows(ir, nodes, ia, ib, dsz, vbytes // ssz, half=True)
             if lined is not None:
                 return lined[0], lined[1], notes
         return cols_ir, spec, notes
@@ -1937,8 +1938,35 @@ def _cols_node(ir: LoopIR, nodes: list[Node], ia: int, ib: int, lanes: int) -> i
     return None
 
 
-def _line_rows(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes: int
+def _line_rows(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes: int, half: bool = False
                ) -> tuple[LoopIR, TileSpec] | None:
+    """:func:`_line_rows_of` with rows of one line, or else (``half``: in place of cols
+    tiles, ``LINE_ROWS_HALF``) of half a line."""
+    lined = _line_rows_of(ir, nodes, ia, ib, dsz, lanes, 64)
+    n = nodes[ia].extent
+    if lined is None and half and LINE_ROWS_HALF and dsz < 4 and n & (n - 1):
+        lined = _line_rows_of(ir, nodes, ia, ib, dsz, lanes, 32)
+    return lined
+
+
+#: Line rows whose period of whole lines does not divide the nodes that continue A (u8
+#: `OIhw16i16o -> oihw` with 7x7 planes: a period is lcm(64, 49) = 64 i, four i-blocks,
+#: and I = 96 is not a number of them) take rows of half a line (32 i, two blocks) before
+#: falling back to cols tiles, whose pieces of 49 B land anywhere in a line. A/B on Zen 3
+#: (AVX2), ratio to copy at 1 thread (2 threads), cols -> half lines: u8 `OIhw16i16o ->
+#: oihw` 256x96x7x7 6.02 (4.64) -> 2.49 (1.90), 256x32x7x7 5.47 (3.87) -> 2.19 (1.64), u8
+#: 1024x160x5x7 6.58 (7.08) -> 2.02 (2.00), s8 `IOhw16i16o -> oihw` 256x96x7x7 5.94 (5.05)
+#: -> 2.54 (2.10); of 27 sampled changed weight pairs (123 of 22141 listed and generated),
+#: `Ohwi16o -> oihw` u8 96x160x7x7 5.80 (3.42) -> 2.55 (1.54), bf16 -> s8 `OIhw8i8o ->
+#: oihw` 8.68 (5.71) -> 4.64 (3.15), s8 -> bf16 13.0 (9.3) -> 10.3 (6.7). The half lines
+#: are plain stores. Only in place of cols tiles, for destinations of 1 and 2 bytes and A
+#: not a power of two (planes, not the 4i of `iohw -> OIhw4o4i`: that lost, bf16 1x7 1.69
+#: (1.47) -> 7.52 (4.90), f32 -> bf16 3x5 3.59 -> 4.49).
+LINE_ROWS_HALF = os.environ.get("LAYOUTJIT_LINE_ROWS_HALF", "1") != "0"
+
+
+def _line_rows_of(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes: int,
+                  line: int) -> tuple[LoopIR, TileSpec] | None:
     """A transpose whose rows fill whole destination lines from two digits, when A is short.
 
     A (destination stride 1) shorter than a line makes tiles that store pieces of
@@ -1961,7 +1989,7 @@ def _line_rows(ir: LoopIR, nodes: list[Node], ia: int, ib: int, dsz: int, lanes:
     64x128x128x3x3 1.72 -> 1.17 (1.45 -> 0.92).
     """
     a, b = nodes[ia], nodes[ib]
-    q = 64 // dsz if dsz <= 64 else 1
+    q = line // dsz if dsz <= line else 1
     if (len(ir.operands) != 2 or a.extent % q == 0 or lanes < 2
             or any(s is None for s in a.strides)):
         return None

@@ -95,3 +95,31 @@ def test_line_rows_over_cols_with_plain_stores(dims, stag, dtag, sdt, ddt, monke
     monkeypatch.setattr(plan_mod, "LINE_ROWS_PLAIN", False)
     p = plan_of(s, d)
     assert p.tile.c is not None and p.tile.a2 is None, p.describe()
+
+
+HALF_CASES = [
+    ((32, 96, 7, 7), "OIhw16i16o", "oihw", "u8", "u8"),   # a period of whole lines: 64 i, I = 96
+    ((32, 32, 5, 7), "IOhw16i16o", "oihw", "s8", "s8"),
+    ((16, 96, 3, 5), "OIhw8i8o", "oihw", "bf16", "s8"),   # a narrowing conversion, lines of 32 B
+    ((32, 16, 1, 7), "OIhw8i8o", "oihw", "bf16", "bf16"),  # 2-byte elements, i = 16: 16 per half
+]
+
+
+@pytest.mark.parametrize("nt", [False, True])
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", HALF_CASES)
+def test_line_rows_of_half_lines(monkeypatch, nt, dims, stag, dtag, sdt, ddt):
+    """Where no period of whole lines divides the nodes that continue A, line rows of half
+    a line take the cols tiles' place (``LINE_ROWS_HALF``): plain half-line stores, every
+    byte exact at several destination offsets, 1 and 2 threads; off, cols tiles."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0 if nt else 1 << 40)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    t = p.tile
+    assert t.kind == "transpose" and t.a2 is not None and t.c is None, p.describe()
+    assert t.R * d.dtype.size == 32, p.describe()
+    ref.check_exact_at_offsets(k, sum(dims))
+    monkeypatch.setattr(plan_mod, "LINE_ROWS_HALF", False)
+    q = plan_of(s, d)
+    assert q.tile.c is not None and q.tile.a2 is None, q.describe()
