@@ -1145,6 +1145,22 @@ def _starts_on_lines(ir: LoopIR, nodes: Sequence[Node]) -> bool:
 
 #: Whole-block NT transposes walk their outer loops in source order (``_block_src_order``).
 BLOCK_SRC_ORDER = os.environ.get("LAYOUTJIT_BLOCK_SRC_ORDER", "1") != "0"
+#: ... with plain stores too (in cache), for tiles that write whole blocks from 4 to 8
+#: source rows (``BLOCK_SRC_ORDER_PLAIN_ROWS``). `ohwi -> OIhw8i8o` f32 128x1024x3x3: 8x8
+#: tiles read 32 B of 8 rows 36 KB apart, the hw step 4 KB on (every line of a job in one
+#: L1 set), and the i-block step that reads the rest of those lines came a whole job later.
+#: A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), destination -> source order:
+#: that pair 3.56 (3.59) -> 1.15 (1.15), oneDNN 3.60 (3.71), which it had been even with;
+#: f32 -> u8 5x1 4.68 (4.74) -> 2.15 (1.98); `OIhw16i16o -> OIhw4o4i` 256x64x3x3 2.18
+#: (1.81) -> 1.15 (1.04); `IOhw16i16o -> OIhw4o4i` 320x200x3x7 2.26 (2.27) -> 1.09 (1.27);
+#: `gOhwi16o -> gOIhw4o4i` 2.07 (1.77) -> 1.10 (1.20); 15 more of 22 sampled of the 150
+#: changed pairs (of 3333 listed and generated) within the noise. Tiles of 2 and 3 rows lost
+#: (`hwio -> OIhw8i16o2i` 256x64x3x3 1.05 -> 1.82, bf16 -> f32 `IOhw16o16i -> oihw` 1x3
+#: 1.60 -> 1.98), and so did tiles of 16 rows at 2 threads (s8 `IOhw16o16i -> OIhw16i16o`
+#: 256x64x3x3 1.40 -> 2.52, `-> OIhw8i8o` 1.37 -> 2.01, f32 `IOhw16o16i -> Ohwi16o`
+#: 384x96x5x3 1.11 -> 1.66; even at 1 thread): both keep the destination order.
+BLOCK_SRC_ORDER_PLAIN = os.environ.get("LAYOUTJIT_BLOCK_SRC_ORDER_PLAIN", "1") != "0"
+BLOCK_SRC_ORDER_PLAIN_ROWS = (4, 8)
 
 
 def _block_src_order(ir: LoopIR, tile: TileSpec) -> int:
@@ -2426,7 +2442,9 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
         notes.append("runs of whole destination lines: the outer loops in source order (reads in "
                      "order, each run written as whole non-temporal lines wherever it goes)")
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
-    blocks_outer = _block_src_order(ir, tile) if nt and tile is not None else 0
+    blocks_outer = (_block_src_order(ir, tile) if tile is not None and (nt or (
+        BLOCK_SRC_ORDER_PLAIN and tile.kind == "transpose" and tile.rows_contiguous
+        and BLOCK_SRC_ORDER_PLAIN_ROWS[0] <= tile.R <= BLOCK_SRC_ORDER_PLAIN_ROWS[1])) else 0)
     far = _far_rows_order(ir, tile) if nt and tile is not None and not blocks_outer else None
     if far is not None:
         ir = far

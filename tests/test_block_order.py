@@ -208,3 +208,28 @@ def test_line_share_order_not_taken(plans_32, monkeypatch):
     assert any(LINE_SHARE in n for n in plan_of(s, d).notes)
     monkeypatch.setattr(plan_mod, "LINE_SHARE_BYTES", 0)
     assert not any(LINE_SHARE in n for n in plan_of(s, d).notes)
+
+
+PLAIN_CASES = [
+    ((16, 64, 3, 3), "ohwi", "OIhw8i8o", "f32", "f32"),   # 8x8 tiles, source rows 4 KB multiples apart
+    ((16, 32, 5, 1), "ohwi", "OIhw8i8o", "f32", "u8"),
+    ((32, 32, 3, 3), "OIhw16i16o", "OIhw4o4i", "f32", "f32"),  # 4x4 tiles
+    ((24, 40, 3, 7), "IOhw16i16o", "OIhw4o4i", "f32", "f32"),  # i = 40 of 48: padded blocks
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", PLAIN_CASES)
+def test_block_source_order_with_plain_stores(monkeypatch, dims, stag, dtag, sdt, ddt):
+    """In cache (plain stores), whole-block tiles of 4 to 8 source rows take the source order
+    too (``BLOCK_SRC_ORDER_PLAIN``); off, the destination order. Every byte exact."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 1 << 40)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 1 << 40)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert not p.nt and p.tile.rows_contiguous and 4 <= p.tile.R <= 8, p.describe()
+    assert any(NOTE in n for n in p.notes), p.describe()
+    _in_source_order_and_exact(k, s, d, sum(dims))
+    monkeypatch.setattr(plan_mod, "BLOCK_SRC_ORDER_PLAIN", False)
+    assert not any(NOTE in n for n in plan_of(s, d).notes)
