@@ -2428,6 +2428,19 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     job_align = bool(tile is not None and not static_nt and not thin and tile.kind in ("transpose", "lines")
                      and _nt_possible(ir, tile, phases=allow_shift and _job_align_phases(ir, tile),
                                       runtime=_job_nodes(ir, tile, parallel)))
+    if job_align and tile is not None and allow_shift and traffic >= nt_split_min_bytes(tile):
+        grouped = job_line_groups(ir, tile)
+        if grouped is not None:
+            g_ir, g_tile = grouped
+            g_par, g_jobs, g_chunk = choose_parallel(g_ir, g_tile, moved)
+            jstage = job_stage(g_ir, g_tile, g_par)
+            if jstage:
+                k = g_ir.nodes[outer_nodes(g_ir, g_tile)[g_par]].extent
+                notes.append(f"jobs of {k} outer steps, whose destination ranges ({jstage} elements) start "
+                             f"on lines: each job fills a stage (plain stores, in cache), written out as "
+                             f"whole non-temporal lines")
+                return Plan(g_ir, g_tile, g_par, g_jobs, vb, True, moved, tuple(notes), g_chunk,
+                            job_stage=jstage)
     if tile is not None and (static_nt or job_align):
         # one store rule for transposes that take wide macro tiles when their stores are
         # plain, and for local permutations (both sides contiguous per tile: streaming)
@@ -2764,6 +2777,57 @@ def _near_rows_stage(a: Node, b: Node, dsz: int, ssz: int) -> bool:
 #: many bytes stage the range and write it out as whole NT lines (``job_stage``; 0: never).
 JOB_STAGE_BYTES = int(os.environ.get("LAYOUTJIT_JOB_STAGE_BYTES", 64 * 1024))
 JOB_STAGE_MAX_ENUM = 1 << 17  # most inner positions enumerated to prove a range dense
+
+
+#: Jobs whose destination ranges start on lines in some jobs only take this many steps of
+#: the node just outside the tile at most, to start on a line in every job, and stage the
+#: range (``job_line_groups``; 0: off).
+JOB_LINE_GROUPS = int(os.environ.get("LAYOUTJIT_JOB_LINE_GROUPS", 8))
+#: ... into stages of at most this many bytes: jobs of a few whole lines.
+JOB_LINE_GROUP_BYTES = 8192
+
+
+def job_line_groups(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec] | None:
+    """The plan's IR with the node just outside the tile cut into (jobs, k steps per job), k
+    the fewest of its steps whose destination range is whole lines; None where that is not
+    possible (``make_plan`` then checks the job stage of the new jobs).
+
+    `nchw -> nChw4c` f32 4096x100x7x5: a job (4 c of one image) writes 4 x 35 f32 = 560 B,
+    so one job in four started on a line: those took NT stores, the others plain ones into
+    lines partly written by their neighbours (1.86 (1.23)x copy at 1 thread (2 threads),
+    oneDNN 0.98 (0.97)). Four such steps are 2240 B, 35 whole lines: each job of four fills
+    a stage, written out as whole NT lines (``job_stage``). A/B on Zen 3 (AVX2), ratio to
+    copy at 1 thread (2 threads), checked offsets -> staged groups: that pair 1.71-2.00
+    (1.34) -> 0.74-0.84 (1.09-1.19), oneDNN 0.92-1.14 (1.00-1.17); `nchw -> nChw8c`
+    2048x40x7x7 2.22 (2.27) -> 1.01 (1.72), oneDNN 1.89 (1.97); f32 -> bf16 `nchw ->
+    nChw4c` 2048x96x14x5 1.88 (2.26) -> 1.82 (2.16). Only from the split NT threshold
+    (``nt_split_min_bytes``): staged lines are NT at every thread count, and in cache at 2
+    threads they lost (512x100x7x5, 14 MB: 1.24 -> 3.26). Only into stages of at most
+    ``JOB_LINE_GROUP_BYTES``: of 24 changed listed and generated pairs, the 12 with stages of
+    2-7 KB gained (bf16 `ncw -> nCw8c` 2048x1024x55 1.74 -> 0.81, `ncdhw -> nCdhw8c`
+    4096x64x5x7x1 1.83 -> 0.92, `ncw -> nCw8c` 4096x200x55 1.48 -> 0.93, bf16 -> f32 `nchw ->
+    nChw8c` 4096x56x7x13 1.75 -> 1.01, 32x1024x3x35x1 1.83 -> 1.34 at 1 thread) and those of
+    9-38 KB lost, where partial lines were a small part of each job (`nchw -> nChw8c`
+    4096x24x7x55 1.39 -> 1.77, bf16 `ncw -> nCw16c` 64x512x299 1.87 -> 3.42).
+    """
+    if not JOB_LINE_GROUPS or len(ir.operands) != 2:
+        return None
+    outer = outer_nodes(ir, tile)
+    if not outer:
+        return None
+    i = outer[-1]
+    n = ir.nodes[i]
+    if n.strides[0] is None or n.strides[1] is None or _guarded(ir, n):
+        return None
+    step = n.strides[0] * ir.operands[0].dtype.size
+    k = 64 // math.gcd(step, 64)
+    if k == 1 or k > JOB_LINE_GROUPS or n.extent % k or n.extent == k or k * step > JOB_LINE_GROUP_BYTES:
+        return None
+    lo = Node(k, n.dim, n.weight, n.strides)
+    hi = Node(n.extent // k, n.dim, n.weight * k, (n.strides[0] * k, n.strides[1] * k))
+    nodes = list(ir.nodes)
+    nodes[i:i + 1] = [hi, lo]
+    return ir.with_nodes(nodes, "job_line_groups"), _tile_moved_in(tile, i + 1)
 
 
 def job_stage(ir: LoopIR, tile: TileSpec, parallel: int) -> int:

@@ -65,3 +65,46 @@ def test_job_stage_is_exact(nt_everywhere, plans_32, monkeypatch, dims, stag, dt
     x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+
+
+@pytest.mark.parametrize("dims,stag,dtag,span", [
+    ((4096, 100, 7, 5), "nchw", "nChw4c", 560),    # 560 B a block: four blocks, 35 lines
+    ((256, 512, 7, 7), "nchw", "nChw8c", 784),     # 1568 B: two blocks
+    ((4096, 24, 7, 55), "nchw", "nChw8c", 0),      # 12320 B: two would stage 24 KB
+    ((512, 100, 7, 5), "nchw", "nChw4c", 0),       # 14 MB: under the split NT threshold
+])
+def test_job_line_groups_at_real_sizes(plans_32, monkeypatch, dims, stag, dtag, span):
+    """Jobs that start on a line in some jobs only take the few outer steps whose range is
+    whole lines, and stage it (``JOB_LINE_GROUPS``); not into stages over 8 KB, nor under
+    the split NT threshold (a 32 MiB LLC); off: the jobs check their offset at run time."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 16 << 20)  # (nt_everywhere lasts the module)
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", (32 << 20) // 3)
+    p = plan_of(M(dims, "f32", stag), M(dims, "f32", dtag))
+    assert p.job_stage == span, p.describe()
+    if span:
+        assert "start on lines" in p.describe()
+        monkey = pytest.MonkeyPatch()
+        monkey.setattr(plan_mod, "JOB_LINE_GROUPS", 0)
+        try:
+            assert plan_of(M(dims, "f32", stag), M(dims, "f32", dtag)).job_stage == 0
+        finally:
+            monkey.undo()
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
+    ((16, 12, 7, 5), "nchw", "nChw4c", "f32", "f32"),
+    ((8, 16, 7, 7), "nchw", "nChw8c", "f32", "f32"),
+    ((8, 24, 5, 11), "nchw", "nChw8c", "f32", "bf16"),
+    ((6, 32, 55), "ncw", "nCw8c", "bf16", "bf16"),
+])
+def test_job_line_groups_are_exact(nt_everywhere, plans_32, monkeypatch, dims, stag, dtag, sdt, ddt):
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert p.job_stage > 0 and "start on lines" in p.describe(), p.describe()
+    assert (p.job_stage * d.dtype.size) % 64 == 0
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
