@@ -849,9 +849,11 @@ def test_jobs_check_their_own_alignment(monkeypatch, dims, stag, dtag, sdt, ddt)
     """Destination lines that start on 64-byte boundaries in some jobs only (an outer
     stride that is not a whole number of lines): NT where a job's offset starts a line,
     checked per job at run time (``Plan.job_align``); exact at several destination
-    offsets, 1 and 2 threads, nothing written outside."""
+    offsets, 1 and 2 threads, nothing written outside. (Groups of jobs that start on lines,
+    staged, take these pairs first: test_job_stage.py.)"""
     monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "JOB_LINE_GROUPS", 0)
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
     k = lj.compile_reorder(s, d)
     p = k.plan
