@@ -233,3 +233,30 @@ def test_block_source_order_with_plain_stores(monkeypatch, dims, stag, dtag, sdt
     _in_source_order_and_exact(k, s, d, sum(dims))
     monkeypatch.setattr(plan_mod, "BLOCK_SRC_ORDER_PLAIN", False)
     assert not any(NOTE in n for n in plan_of(s, d).notes)
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
+    ((32, 40, 1, 3), "oihw", "IOhw16i16o", "f32", "f32"),   # i = 40 of 48: a zero half-block
+    ((32, 48, 3, 5), "iohw", "OIhw16o16i", "s8", "f32"),
+    ((32, 32, 5, 5), "oihw", "IOhw16i16o", "bf16", "bf16"),
+])
+def test_cols_tiles_walk_the_source_rows(monkeypatch, dims, stag, dtag, sdt, ddt):
+    """NT cols transposes whose source rows go on into an outer node's next step (the next
+    i-block of an `oihw` row) put the outer loops in source order (``COLS_SRC_ORDER``);
+    every byte exact; off, the destination order."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    t = p.tile
+    assert p.nt and t.c is not None, p.describe()
+    assert "the outer loops in source order" in p.describe(), p.describe()
+    outer = [n.strides[1] for i, n in enumerate(p.nodes) if i not in (t.a, t.b, t.c)]
+    assert outer == sorted(outer, reverse=True), p.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+    monkeypatch.setattr(plan_mod, "COLS_SRC_ORDER", False)
+    assert "the outer loops in source order" not in plan_of(s, d).describe()
