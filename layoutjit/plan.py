@@ -2471,11 +2471,10 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     if job_align and tile is not None and allow_shift and traffic >= nt_split_min_bytes(tile):
         grouped = job_line_groups(ir, tile)
         if grouped is not None:
-            g_ir, g_tile = grouped
+            g_ir, g_tile, k = grouped
             g_par, g_jobs, g_chunk = choose_parallel(g_ir, g_tile, moved)
             jstage = job_stage(g_ir, g_tile, g_par)
             if jstage:
-                k = g_ir.nodes[outer_nodes(g_ir, g_tile)[g_par]].extent
                 notes.append(f"jobs of {k} outer steps, whose destination ranges ({jstage} elements) start "
                              f"on lines: each job fills a stage (plain stores, in cache), written out as "
                              f"whole non-temporal lines")
@@ -2827,10 +2826,10 @@ JOB_LINE_GROUPS = int(os.environ.get("LAYOUTJIT_JOB_LINE_GROUPS", 8))
 JOB_LINE_GROUP_BYTES = 8192
 
 
-def job_line_groups(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec] | None:
-    """The plan's IR with the node just outside the tile cut into (jobs, k steps per job), k
-    the fewest of its steps whose destination range is whole lines; None where that is not
-    possible (``make_plan`` then checks the job stage of the new jobs).
+def job_line_groups(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec, int] | None:
+    """The plan's IR and tile with the node just outside the tile cut into (jobs, k steps
+    per job), and k: the fewest of its steps whose destination range is whole lines; None
+    where that is not possible (``make_plan`` then checks the job stage of the new jobs).
 
     `nchw -> nChw4c` f32 4096x100x7x5: a job (4 c of one image) writes 4 x 35 f32 = 560 B,
     so one job in four started on a line: those took NT stores, the others plain ones into
@@ -2867,7 +2866,7 @@ def job_line_groups(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec] | Non
     hi = Node(n.extent // k, n.dim, n.weight * k, (n.strides[0] * k, n.strides[1] * k))
     nodes = list(ir.nodes)
     nodes[i:i + 1] = [hi, lo]
-    return ir.with_nodes(nodes, "job_line_groups"), _tile_moved_in(tile, i + 1)
+    return ir.with_nodes(nodes, "job_line_groups"), _tile_moved_in(tile, i + 1), k
 
 
 def job_stage(ir: LoopIR, tile: TileSpec, parallel: int) -> int:
