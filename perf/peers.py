@@ -183,6 +183,9 @@ class LayoutJitPeer(Peer):
             self._kernel(job.src, job.dst)
             info["first_call_s"] = time.perf_counter() - t
         k, s, d = self._kernel, job.src, job.dst
+        settled = settle_store_choice(k, lambda: k(s, d), job.threads)
+        if settled:
+            info["store_choice_calls"] = settled
         if "compile_s" in info:
             kc = getattr(k, "compile_s", None)  # the kernel's own build time (0: cache hit)
             if isinstance(kc, (int, float)):
@@ -201,6 +204,25 @@ class LayoutJitPeer(Peer):
     def finish_case(self) -> None:
         self._kernel = None
         self._key = None
+
+
+def settle_store_choice(k: Any, call: Callable[[], Any], threads: int) -> int:
+    """Calls of ``call`` until a kernel that times plain against NT stores on its first
+    calls (``Plan.nt_tune``) has kept one at this thread count; how many were made.
+
+    Part of the warm-up, like the compile: the timed rounds measure the kept kind. The
+    warm-up proper lasts 0.1 s, which on a tensor of 1 GB (40 ms a call) is three calls,
+    so the timing calls (half of them of the losing kind) ran into the timed rounds."""
+    choice = getattr(k, "store_choice", None)
+    if choice is None or (threads <= 1 and not getattr(choice, "one_thread", False)):
+        return 0
+    from layoutjit.store_choice import calls_to_choose
+
+    made = 0
+    while choice.kept(threads) is None and made < calls_to_choose() + 2:
+        call()
+        made += 1
+    return made
 
 
 def _store_choice(k: Any, threads: int) -> dict:

@@ -307,6 +307,38 @@ def test_store_choices_are_reported():
     assert "stores timed at run time (Plan.nt_tune), kept: nt x2, plain x1" in text
 
 
+def test_store_choice_settles_in_the_warm_up():
+    """The layoutjit peer calls a kernel that times its store kinds until it has kept one at
+    the phase's thread count (bounded), so the timed rounds measure the kept kind; kernels
+    without a timed choice, and one thread where only NT is used, take no extra calls."""
+    from layoutjit.store_choice import StoreChoice, calls_to_choose
+    from perf.peers import settle_store_choice
+
+    class K:
+        store_choice: StoreChoice | None = None
+
+    def caller(k, n, calls):
+        def call():
+            calls.append(n)
+            base, t0 = k.store_choice.start(n)
+            k.store_choice.finish(n, base, t0)
+        return call
+
+    k, calls = K(), []
+    assert settle_store_choice(k, lambda: calls.append(0), 2) == 0 and calls == []
+    k.store_choice = StoreChoice(8)
+    assert settle_store_choice(k, caller(k, 1, calls), 1) == 0  # one thread: NT, never timed
+    made = settle_store_choice(k, caller(k, 2, calls), 2)
+    assert made == calls_to_choose() == len(calls) and k.store_choice.kept(2) is not None
+    assert settle_store_choice(k, caller(k, 2, calls), 2) == 0  # kept: nothing more
+    k1 = K()
+    k1.store_choice = StoreChoice(8, one_thread=True)
+    assert settle_store_choice(k1, caller(k1, 1, []), 1) == calls_to_choose()
+    stuck = K()  # a choice that never settles (the pool has fewer threads): bounded
+    stuck.store_choice = StoreChoice(8)
+    assert settle_store_choice(stuck, lambda: None, 2) == calls_to_choose() + 2
+
+
 def test_cpu_threads_counts_the_cpus_kept_busy():
     """The CPU check: a 1-thread busy loop uses ~1 CPU, a sleep ~0; the summary lists a
     contender above its phase's thread count."""
