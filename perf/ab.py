@@ -15,6 +15,9 @@ statements must also reset ``cg._FINGERPRINT = None`` (the disk cache key). Exam
 
     16x56x7x299x7:nCdhw16c:nCdhw8c:f32:f32 ;; old=pm.LINE_PHASES_PADDED=False ;; new=
 
+Kernels that time plain against NT stores on their first calls (``Plan.nt_tune``) make
+that choice before the rounds at each thread count (``perf.peers.settle_store_choice``).
+
 Output: per pair and thread count, each variant's median ratio to the copy (and oneDNN's,
 when its library loads; ``AB_NO_ONEDNN=1`` skips it). Variants whose outputs differ from the
 first variant's are reported (``!!``).
@@ -30,7 +33,7 @@ import numpy as np
 
 from .buffers import aligned_empty
 from .cases import parse_spec
-from .peers import CopyPeer, Job, OneDNNPeer
+from .peers import CopyPeer, Job, OneDNNPeer, settle_store_choice
 from .runner import make_descs, make_source
 from .timing import paired
 
@@ -97,6 +100,7 @@ def run_line(spec: str, variants: list[tuple[str, str]], rounds: int, threads: l
         for name, k in kernels.items():
             bind = getattr(k, "bind", None)
             fns[name] = bind(src, dst) if callable(bind) else (lambda k=k: k(src, dst))
+            settle_store_choice(k, fns[name], t)  # (a timed store kind chosen before the rounds)
         if onednn is not None:
             try:
                 onednn.set_threads(t)
