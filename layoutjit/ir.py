@@ -102,6 +102,13 @@ class Node:
     def stride(self, k: int) -> int | None:
         return self.strides[k]
 
+    def split(self, k: int) -> tuple[Node, Node]:
+        """This loop as (outer, inner): ``extent // k`` steps of k of its steps, then k steps
+        (k divides the extent). A merged node (dim None) keeps weight 1 outside too."""
+        outer = Node(self.extent // k, self.dim, self.weight * k if self.dim is not None else 1,
+                     tuple(None if s is None else s * k for s in self.strides))
+        return outer, Node(k, self.dim, self.weight, self.strides)
+
 
 @dataclass(frozen=True)
 class LoopIR:

@@ -587,9 +587,7 @@ def _uniform_cut(ir: LoopIR, outer: Node, inner: Node) -> tuple[Node, Node] | No
     g = math.gcd(span // outer.weight, outer.extent) if span % outer.weight == 0 else 1
     if g <= 1 or g == outer.extent:
         return None
-    hi = Node(outer.extent // g, outer.dim, outer.weight * g,
-              tuple(None if s is None else s * g for s in outer.strides))
-    return hi, Node(g, outer.dim, outer.weight, outer.strides)
+    return outer.split(g)
 
 
 #: Cut a padded digit so that its uniform light steps merge inward (``_uniform_cut``). A/B
@@ -2084,8 +2082,7 @@ def _split_lightest(nodes: list[Node], i: int, k: int, leave: tuple[int, ...]) -
     """Node i cut into its k lightest steps (returned) and the rest, which keeps i's place
     among the other nodes (those in ``leave`` left out; the rest dropped if one step)."""
     n = nodes[i]
-    lo = Node(k, n.dim, n.weight, n.strides)
-    hi = Node(n.extent // k, n.dim, n.weight * k, tuple(None if s is None else s * k for s in n.strides))
+    hi, lo = n.split(k)
     rest: list[Node] = []
     for j, m in enumerate(nodes):
         if j == i:
@@ -2353,8 +2350,7 @@ def split_columns(ir: LoopIR, tile: TileSpec, moved: int) -> tuple[LoopIR, TileS
     if n is None or n < 2:
         return None
     k = b.extent // n
-    inner = Node(k, b.dim, b.weight, b.strides)
-    outer = Node(n, b.dim, b.weight * k, tuple(s * k for s in b.strides))  # type: ignore[operator]
+    outer, inner = b.split(k)
     nodes = list(ir.nodes)
     nodes[tile.b] = inner
     nodes.insert(min(tile.a, tile.b), outer)  # the tile's two nodes move in by one
@@ -2398,9 +2394,7 @@ def split_jobs(ir: LoopIR, tile: TileSpec | None, moved: int) -> tuple[LoopIR, T
             return None
         k = n.extent // g
         nodes = list(ir.nodes)
-        nodes[i] = Node(k, n.dim, n.weight, n.strides)
-        w = n.weight * k if n.dim is not None else 1  # (merged nodes carry weight 1)
-        nodes.insert(i, Node(g, n.dim, w, tuple(s * k for s in n.strides)))  # type: ignore[operator]
+        nodes[i:i + 1] = n.split(k)  # (merged nodes carry weight 1)
         if tile is None:
             return ir.with_nodes(nodes, "split_jobs"), None
         return ir.with_nodes(nodes, "split_jobs"), _tile_moved_in(tile, i)
@@ -2862,10 +2856,8 @@ def job_line_groups(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec, int] 
     k = 64 // math.gcd(step, 64)
     if k == 1 or k > JOB_LINE_GROUPS or n.extent % k or n.extent == k or k * step > JOB_LINE_GROUP_BYTES:
         return None
-    lo = Node(k, n.dim, n.weight, n.strides)
-    hi = Node(n.extent // k, n.dim, n.weight * k, (n.strides[0] * k, n.strides[1] * k))
     nodes = list(ir.nodes)
-    nodes[i:i + 1] = [hi, lo]
+    nodes[i:i + 1] = n.split(k)
     return ir.with_nodes(nodes, "job_line_groups"), _tile_moved_in(tile, i + 1), k
 
 
