@@ -19,8 +19,9 @@ Kernels that time plain against NT stores on their first calls (``Plan.nt_tune``
 that choice before the rounds at each thread count (``perf.peers.settle_store_choice``).
 
 Output: per pair and thread count, each variant's median ratio to the copy (and oneDNN's,
-when its library loads; ``AB_NO_ONEDNN=1`` skips it). Variants whose outputs differ from the
-first variant's are reported (``!!``).
+when its library loads; ``AB_NO_ONEDNN=1`` skips it), with the range of its per-round
+ratios in brackets (from three rounds): on a noisy host, overlapping ranges are a tie.
+Variants whose outputs differ from the first variant's are reported (``!!``).
 """
 
 from __future__ import annotations
@@ -72,6 +73,14 @@ def build_with(stmts: str, src_md: Any, dst_md: Any) -> Any:
                     setattr(m, key, v)
 
 
+def spread(result: dict) -> str:
+    """`` [lo-hi]``: the range of a contender's per-round ratios to the copy (its median is
+    ``paired_ratio``), so that two variants whose ranges overlap read as a tie on a noisy
+    host; empty under three rounds."""
+    ratios = sorted(x / y for x, y in zip(result["times_s"], result["copy_times_s"]))
+    return f" [{ratios[0]:.2f}-{ratios[-1]:.2f}]" if len(ratios) >= 3 else ""
+
+
 def run_line(spec: str, variants: list[tuple[str, str]], rounds: int, threads: list[int],
              copy: CopyPeer, onednn: Any, out: Any = sys.stdout) -> dict:
     import numba
@@ -110,7 +119,8 @@ def run_line(spec: str, variants: list[tuple[str, str]], rounds: int, threads: l
         r = paired(copy.prepare_copy(ca, cb, t).fn, fns, repeats=rounds, warmup=2,
                    min_sample_s=0.05, warmup_s=0.3)
         res[t] = {n: r["contenders"][n]["paired_ratio"] for n in fns}
-        print(f"   t={t}: " + "  ".join(f"{n} {v:.2f}" for n, v in res[t].items()), file=out, flush=True)
+        print(f"   t={t}: " + "  ".join(f"{n} {v:.2f}{spread(r['contenders'][n])}" for n, v in res[t].items()),
+              file=out, flush=True)
     if onednn is not None:
         onednn.finish_case()
     return res

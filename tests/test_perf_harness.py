@@ -514,3 +514,13 @@ def test_ab_builds_each_variant_and_restores_the_switches(tmp_path, monkeypatch)
     res = ab.run_line(spec, variants, 1, [1], CopyPeer(), None, out=out)
     assert set(res[1]) == {"old", "new"} and all(v > 0 for v in res[1].values())
     assert "!!" not in out.getvalue() and "t=1:" in out.getvalue()
+
+
+def test_ab_spread_is_the_range_of_the_per_round_ratios():
+    """perf.ab prints each variant's per-round ratio range beside its median: the ratios of
+    paired rounds (contender time / copy time of the same round), lowest to highest."""
+    from perf import ab
+
+    r = {"times_s": [3.0, 1.0, 2.0, 8.0], "copy_times_s": [2.0, 1.0, 1.0, 4.0]}
+    assert ab.spread(r) == " [1.00-2.00]"  # ratios 1.5, 1.0, 2.0, 2.0
+    assert ab.spread({"times_s": [1.0, 2.0], "copy_times_s": [1.0, 1.0]}) == ""  # too few rounds
