@@ -68,7 +68,10 @@ Passes, in order (each is a function from IR to IR you can call and print):
    nChw16c -> nhwc, C=60); columns that gather more than 8 source streams (nChw16c ->
    nhwc, C=256) are swept in blocks, 8 streams at a time (``Plan.lines_passes``); and
    table-placed tiles of short destination rows stage
-   their macro tile's dense range (``Plan.cols_stage``: oihw -> OIhw8i8o).
+   their macro tile's dense range (``Plan.cols_stage``: oihw -> OIhw8i8o). On the
+   source side, line rows whose rows sit in runs a multiple of 4 KB apart (u8
+   Ohwi16o -> oihw 7x7: 49 runs of 1 KB) copy each period's runs to a stage first
+   (``Plan.src_stage``).
 
 Zero padding is never a guard in the main loop: codegen splits the loop over a
 padded dim's heaviest digit into a full range, one partial step and a zero
@@ -683,6 +686,7 @@ class Plan:
     lines_passes: int = 0  # kind "lines", NT: columns per block swept a few source streams at a time (lines_passes())
     lines_pass_streams: int = 0  # ... and the source streams (runs) each sweep reads
     job_stage: int = 0  # NT: each job's dense destination range (elements) staged, then written as lines
+    src_stage: int = 0  # a2 period lines: source runs copied this many elements apart first (src_stage())
 
     @property
     def stream_prefetch(self) -> int:
@@ -886,6 +890,11 @@ class Plan:
                          + f"), B={nm(t.b)}, src stride 1, by {t.R}x{t.V} register tiles "
                          f"whose rows start at {read} source offsets"
                          + (f" (the other {t.R - read}: padding, zeros)" if read < t.R else ""))
+            staged = stage_runs(src_rows(self.ir, t), self.nodes[t.b].extent) if self.src_stage else None
+            if staged is not None:
+                lines.append(f"source stage: each period's {staged[2]} source runs of {staged[3]} elements, "
+                             f"{staged[1]} apart (L1 set aliases), copied first to a stage {self.src_stage} "
+                             "apart, the tiles' rows read from there")
         elif t.kind == "transpose" and t.c is not None:
             assert t.b is not None
             period = len(cols_table(self.ir, t))
@@ -2225,6 +2234,79 @@ def src_rows(ir: LoopIR, tile: TileSpec, valid: int | None = None, valid2: int |
                  for r in range(tile_rows(ir, tile)))
 
 
+#: Source stages of ``a2`` period lines (``src_stage``): on/off, the fewest source runs
+#: (half again an L1 set's 8 ways: 3x5 planes, 15 runs, gained; 3x3, 9 runs, lost), the
+#: shortest run and the largest stage, in bytes.
+SRC_STAGE = os.environ.get("LAYOUTJIT_SRC_STAGE", "1") != "0"
+SRC_STAGE_MIN_RUNS = 12
+SRC_STAGE_MIN_RUN_BYTES = 256
+SRC_STAGE_MAX_BYTES = 256 * 1024
+#: ... for rows of at most this many bytes (four or more to a line, each line read by as
+#: many tiles far apart; rows of 32 and 64 B lost: f32 and bf16 1.5 -> 2.0)
+SRC_STAGE_MAX_ROW_BYTES = 16
+
+
+def stage_runs(rows: tuple[int | None, ...], length: int) -> tuple[int, int, int, int] | None:
+    """The source runs that rows at these offsets, ``length`` elements each, read together:
+    (first start, step between starts, count, run length) when they are evenly spaced
+    runs of one length; None otherwise (or with a padding row)."""
+    if any(r is None for r in rows) or length < 1:
+        return None
+    spans: list[list[int]] = []
+    for r in sorted(r for r in rows if r is not None):
+        if spans and r <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], r + length)
+        else:
+            spans.append([r, r + length])
+    first, run = spans[0][0], spans[0][1] - spans[0][0]
+    if len(spans) < 2 or any(b - a != run for a, b in spans):
+        return None
+    step = spans[1][0] - first
+    if any(spans[k][0] != first + k * step for k in range(len(spans))):
+        return None
+    return first, step, len(spans), run
+
+
+def src_stage(plan: Plan) -> int:
+    """Elements between two runs of the source stage of an ``a2`` transpose's period lines
+    (``Plan.src_stage``); 0: none.
+
+    A period of line rows (``Ohwi16o -> oihw``: 64 i x 49 hw rows of 16 o each) reads its
+    rows from a few runs of the source (one per hw: 64 i x 16 o, 1 KB), and each line of
+    a run is read over several tiles. Runs a multiple of 4 KB apart (I = 1024: 16 KB) all
+    land in one L1 set, and 49 of them in the 8 ways of a Zen 3 L2 set's share too: every
+    tile read missed. Each period first copies its runs, a line and a run apart, into a
+    stage (about 50 KB, in L2, spread over the sets) and the tiles read from there.
+    A/B on Zen 3 (AVX2), one process, ratio to copy at 1 thread (2 threads), no stage ->
+    stage: u8 ``Ohwi16o -> oihw`` 512x1024x7x7 4.95 (3.77) -> 2.51 (1.93), 768x256x7x7
+    7.00 (7.37) -> 2.40 (3.05), 512x512x5x5 4.75 (5.23) -> 2.41 (3.11), 512x1024x3x5
+    3.03 (3.57) -> 2.35 (3.02); u8 ``gOhwi16o -> goihw`` 4x256x1024x7x7 3.91 (2.60) ->
+    1.99 (1.59); bf16 ``Ohwi8o -> oihw`` 512x512x5x5 4.17 (4.89) -> 2.03 (2.27); s8 alike
+    (oneDNN 24-110). Lost: 3x3 planes (9 runs: u8 2.20 -> 2.51, bf16 1.70 -> 2.06) and
+    rows of 32 or 64 B (bf16, f32 ``Ohwi16o -> oihw``: 1.5 -> 2.0), whose lines are each
+    read by one or two tiles in a row.
+    """
+    t = plan.tile
+    if (not SRC_STAGE or t is None or t.kind != "transpose" or t.a2 is None or t.b is None
+            or plan.shifted or plan.panel or plan.macro_job or tile_rows(plan.ir, t) <= t.R):
+        return 0  # (macro_job: a job takes a group of the period's lines, not the period)
+    ir = plan.ir
+    b = ir.nodes[t.b]
+    ssz = ir.operands[1].dtype.size
+    if b.strides[1] != 1 or b.extent * ssz > SRC_STAGE_MAX_ROW_BYTES:
+        return 0
+    runs = stage_runs(src_rows(ir, t), b.extent)
+    if runs is None:
+        return 0
+    first, step, n, length = runs
+    per_line = max(1, 64 // ssz)
+    pitch = -(-length // per_line) * per_line + per_line  # whole lines and one more
+    if (n < SRC_STAGE_MIN_RUNS or length * ssz < SRC_STAGE_MIN_RUN_BYTES
+            or not _rows_share_l1_set(step * ssz) or n * pitch * ssz > SRC_STAGE_MAX_BYTES):
+        return 0
+    return pitch
+
+
 def cols_table(ir: LoopIR, tile: TileSpec) -> list[int]:
     """Destination offsets (elements, relative) of the columns of one period of a cols tile.
 
@@ -2411,6 +2493,16 @@ def _tile_moved_in(tile: TileSpec, at: int) -> TileSpec:
 
 def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
               allow_shift: bool = True, allow_cols: bool = True) -> Plan:
+    """Run every pass and record the choices (see the module docstring); the source stage
+    (``src_stage``) is decided on the finished plan."""
+    plan = _make_plan(ir, allow_tile=allow_tile, vbytes=vbytes, allow_shift=allow_shift,
+                      allow_cols=allow_cols)
+    pitch = src_stage(plan)
+    return replace(plan, src_stage=pitch) if pitch else plan
+
+
+def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
+               allow_shift: bool = True, allow_cols: bool = True) -> Plan:
     """Run every pass and record the choices (see the module docstring).
 
     ``allow_shift``: a transpose whose destination rows are not line-aligned may
