@@ -248,6 +248,7 @@ class KernelWriter:
         self.buffer_elems = 0  # size of the per-call transpose buffer for epilogues
         self.stage_elems = 0  # size of the per-call row stage (Plan.row_stage)
         self.src_stage_used = False  # some period lines read through the source stage
+        self._job_src: str | None = None  # the source base of the staged job being emitted
         self._job_shift = 0  # elements past a line at which the job being emitted starts (job_shifts)
         t = plan.tile
         # rows of a transpose over two destination digits (``TileSpec.a2``)
@@ -904,7 +905,9 @@ class KernelWriter:
         w.put(depth, f"jb = {offs[0]}")
         self.chunk_var = None
         first = len(w.lines)
+        self._job_src = offs[1]  # (Plan.job_prefetch: the tiles prefetch from this job's block on)
         self._serial(depth, npar, order, ["0"] + list(offs[1:]), state, terms, entered, False)
+        self._job_src = None
         for i in range(first, len(w.lines)):
             assert "ctypes" not in w.lines[i], w.lines[i]
             w.lines[i] = re.sub(r"\bdst\b", "jstage", w.lines[i])
@@ -1252,6 +1255,13 @@ class KernelWriter:
                                   self.plan.prefetch_l2))
                 self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
                                  f"({cexpr}) * {G} + ({rel}) * {V})")
+            if self.plan.job_prefetch and self._job_src is not None and Rv and Vv:
+                # this tile's share of the next job's source block: its destination position
+                # in the job (offsets relative to the job here) scaled to the block
+                nxt, span = self.plan.job_prefetch, self.plan.job_stage
+                pf = self._micro(("prefetch", _whole_lines(R * V * self.ops[1].dtype.size), True))
+                pos = f"({do})" if nxt == span else f"({do}) * {nxt} // {span}"
+                self.w.put(dep3, f"{pf}(src, {self._job_src} + {nxt} + {pos})")
             rows = line_rows[a0:a0 + R] if line_rows is not None else None
             ahead = self.plan.row_prefetch
             if rows is not None and ahead and Rv and Vv and stage is None:

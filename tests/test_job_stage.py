@@ -50,6 +50,7 @@ CASES = [
     ((32, 48, 3, 5), "OIhw8i16o2i", "OIhw4i16o4i", "f32", "f32"),
     ((32, 40, 2, 3), "OIhw4o4i", "OIhw8i8o", "s8", "f32"),
     ((1, 17, 1, 24, 96), "BcdeA8b4a", "aBdeC16c48b2c", "bf16", "bf16"),
+    ((256, 16, 3, 5), "Ohwi8o", "OIhw8i16o2i", "s8", "s8"),  # job_prefetch, blocks of 3840
 ]
 
 
@@ -61,6 +62,7 @@ def test_job_stage_is_exact(nt_everywhere, plans_32, monkeypatch, dims, stag, dt
     p = k.plan
     assert p.job_stage > 0 and p.nt, p.describe()
     assert "jstage" in k.source
+    assert ("prefetch(" in k.source) == bool(p.job_prefetch)  # (gOIhw16i16o: a padded block)
     rng = np.random.default_rng(sum(dims))
     x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
@@ -108,3 +110,26 @@ def test_job_line_groups_are_exact(nt_everywhere, plans_32, monkeypatch, dims, s
     x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ahead", [
+    ((98304, 48, 7, 1), "OIhw4i16o4i", "oihw", "f32", 5376),   # 21 KB blocks, rows 1 KB apart
+    ((65536, 128, 3, 3), "Ohwi16o", "OIhw4o4i", "u8", 18432),
+    ((256, 512, 7, 7), "nchw", "nChw8c", "f32", 0),           # rows of 196 B that follow
+    ((4096, 64, 5, 7, 1), "ncdhw", "nCdhw8c", "f32", 0),      # ... of 140 B
+])
+def test_job_prefetch_at_real_sizes(plans_32, dims, stag, dtag, sdt, ahead):
+    """Staged jobs whose source block is dense and followed by the next job's prefetch
+    it, each tile call its share (``plan.job_prefetch``); not where the tiles' rows follow
+    one another and are a line or longer; off with ``JOB_PREFETCH``."""
+    s, d = M(dims, sdt, stag), M(dims, sdt, dtag)
+    p = plan_of(s, d)
+    assert p.job_stage > 0 and p.job_prefetch == ahead, p.describe()
+    assert ("next job's source block" in p.describe()) == bool(ahead)
+    if ahead:
+        monkey = pytest.MonkeyPatch()
+        monkey.setattr(plan_mod, "JOB_PREFETCH", False)
+        try:
+            assert plan_of(s, d).job_prefetch == 0
+        finally:
+            monkey.undo()
