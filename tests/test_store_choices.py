@@ -158,6 +158,39 @@ def test_local_permutations_time_the_store_kind_on_one_thread_too(band, monkeypa
             assert k.store_choice.kept(numba.get_num_threads()) is not None
 
 
+@pytest.mark.parametrize("tune", [True, False])
+def test_whole_block_tiles_time_the_store_kind_on_one_thread_too(band, monkeypatch, tune):
+    """Tiles that write whole blocks from rows far apart (nchw -> nChw4c: 4 planes, 8
+    pixels of 4 channels a tile) between the NT thresholds time both store kinds on one
+    thread too (WHOLE_BLOCK_TUNE: their one-thread NT stores had lost to plain ones in
+    cache, 32x512x7x17 2.3 -> 1.3x copy); off, one thread keeps NT stores. Exact at 1 and
+    2 threads while timing and after."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 200000)  # split at 300000
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", 100000)  # one thread
+    monkeypatch.setattr(plan_mod, "WHOLE_BLOCK_TUNE", tune)
+    dims = (4, 64, 7, 16)  # 229376 B moved, 1792 B a block (whole lines)
+    k = lj.compiler.build(M(dims, "f32", "nchw"), M(dims, "f32", "nChw4c"))
+    p = k.plan
+    assert p.tile.kind == "transpose" and p.tile.rows_contiguous, p.describe()
+    assert not plan_mod._block_local(p.ir, p.tile)
+    assert (p.nt, p.nt_tune, p.nt_tune_one) == (True, True, tune), p.describe()
+    assert ("one included" in p.describe()) == tune, p.describe()
+    from layoutjit import store_choice
+    for _ in ref.at_thread_counts((1, 2)):
+        for seed in range(store_choice.calls_to_choose()):
+            assert ref.kernel_matches_reference(k, seed=seed)
+
+
+def test_whole_block_tiles_at_real_size(plans_32, monkeypatch):
+    """nchw -> nChw4c 32x512x7x17 (15.6 MB moved, between the one-thread and the split
+    thresholds of a 32 MiB LLC): timed on one thread too."""
+    monkeypatch.setattr(plan_mod, "NT_MIN_TRANSPOSE_BYTES", (32 << 20) // 3)
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 16 << 20)
+    dims = (32, 512, 7, 17)
+    p = lj.compiler.lower_and_plan(M(dims, "f32", "nchw"), M(dims, "f32", "nChw4c"), None)[1]
+    assert p.tile.rows_contiguous and (p.nt, p.nt_tune, p.nt_tune_one) == (True, True, True), p.describe()
+
+
 def test_transposes_split_between_their_two_thresholds(monkeypatch):
     """Register transposes: NT from half the LLC on one thread, from 3/4 of it when split;
     local permutations (a contiguous source run per tile, whole blocks) keep one rule
