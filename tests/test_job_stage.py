@@ -118,7 +118,7 @@ def test_job_line_groups_are_exact(nt_everywhere, plans_32, monkeypatch, dims, s
     ((256, 512, 7, 7), "nchw", "nChw8c", "f32", 0),           # rows of 196 B that follow
     ((4096, 64, 5, 7, 1), "ncdhw", "nCdhw8c", "f32", 0),      # ... of 140 B
 ])
-def test_job_prefetch_at_real_sizes(plans_32, dims, stag, dtag, sdt, ahead):
+def test_job_prefetch_at_real_sizes(plans_32, monkeypatch, dims, stag, dtag, sdt, ahead):
     """Staged jobs whose source block is dense and followed by the next job's prefetch
     it, each tile call its share (``plan.job_prefetch``); not where the tiles' rows follow
     one another and are a line or longer; off with ``JOB_PREFETCH``."""
@@ -126,10 +126,5 @@ def test_job_prefetch_at_real_sizes(plans_32, dims, stag, dtag, sdt, ahead):
     p = plan_of(s, d)
     assert p.job_stage > 0 and p.job_prefetch == ahead, p.describe()
     assert ("next job's source block" in p.describe()) == bool(ahead)
-    if ahead:
-        monkey = pytest.MonkeyPatch()
-        monkey.setattr(plan_mod, "JOB_PREFETCH", False)
-        try:
-            assert plan_of(s, d).job_prefetch == 0
-        finally:
-            monkey.undo()
+    monkeypatch.setattr(plan_mod, "JOB_PREFETCH", False)
+    assert plan_of(s, d).job_prefetch == 0
