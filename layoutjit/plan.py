@@ -82,7 +82,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -2257,7 +2257,7 @@ def stage_runs(rows: tuple[int | None, ...], length: int) -> tuple[int, int, int
     if any(r is None for r in rows) or length < 1:
         return None
     spans: list[list[int]] = []
-    for r in sorted(r for r in rows if r is not None):
+    for r in sorted(r for r in rows if r is not None):  # (all of them: for the type checker)
         if spans and r <= spans[-1][1]:
             spans[-1][1] = max(spans[-1][1], r + length)
         else:
@@ -2998,19 +2998,13 @@ def job_prefetch(plan: Plan) -> int:
         return 0
     ahead = ir.nodes[outer[plan.parallel - 1]].strides[1]
     inner = [n for i, n in enumerate(ir.nodes) if i not in outer[:plan.parallel]]
-    if not ahead or any(not n.strides[1] for n in inner if n.extent > 1):
-        return 0
-    size = 1
-    for stride, extent in sorted((n.strides[1] or 0, n.extent) for n in inner if n.extent > 1):
-        if stride != size:
-            return 0
-        size *= extent
+    size = _dense_size((n.strides[1] or 0, n.extent) for n in inner if n.extent > 1)
     ssz = ir.operands[1].dtype.size
     assert t.b is not None
     a, b = ir.nodes[t.a], ir.nodes[t.b]
     if _rows_follow(a, b) and b.extent * ssz >= 64:
         return 0  # (a few streams of whole lines, which the hardware follows)
-    return ahead if size == ahead and size * ssz <= JOB_PREFETCH_MAX_BYTES else 0
+    return ahead if ahead and size == ahead and size * ssz <= JOB_PREFETCH_MAX_BYTES else 0
 
 
 def job_stage(ir: LoopIR, tile: TileSpec, parallel: int) -> int:
@@ -3946,6 +3940,17 @@ def row_continuation(ir: LoopIR, tile: TileSpec) -> int:
 ROW_PREFETCH_MAX_AHEAD = 256 * 1024
 
 
+def _dense_size(parts: Iterable[tuple[int, int]]) -> int:
+    """Elements of the block that loops of these (stride, extent) fill exactly, each stride
+    the product of the smaller loops' extents; 0 when they leave gaps or overlap."""
+    size = 1
+    for stride, extent in sorted(parts):
+        if stride != size:
+            return 0
+        size *= extent
+    return size
+
+
 def period_next(ir: LoopIR, tile: TileSpec) -> int:
     """Source elements from one period's block to the next one's, for an ``a2`` transpose
     whose period (``tile_rows`` rows of B) reads one contiguous block that the next step of
@@ -3955,15 +3960,10 @@ def period_next(ir: LoopIR, tile: TileSpec) -> int:
     for 7x7), contiguous, and the next i-block follows it."""
     if tile.kind != "transpose" or tile.a2 is None or tile.b is None:
         return 0
-    parts = sorted((ir.nodes[i].strides[1], ir.nodes[i].extent)
-                   for i in (tile.a3, tile.a2, tile.a, tile.b) if i is not None)
-    size = 1
-    for stride, extent in parts:
-        if stride != size:
-            return 0
-        size *= extent
+    size = _dense_size((ir.nodes[i].strides[1] or 0, ir.nodes[i].extent)
+                       for i in (tile.a3, tile.a2, tile.a, tile.b) if i is not None)
     outer = outer_nodes(ir, tile)
-    return size if outer and ir.nodes[outer[-1]].strides[1] == size else 0
+    return size if size and outer and ir.nodes[outer[-1]].strides[1] == size else 0
 
 
 def _prefetch_periods(ir: LoopIR, tile: TileSpec) -> bool:
