@@ -1711,7 +1711,7 @@ class KernelWriter:
 
         def emit_group(dep: int, gr: list, base: str, uniform: bool) -> None:
             if (in_regs and P == 1 and len(gr) > 1 and A.extent > B.extent and t.R <= ROWS_INNER_MAX_RUNS
-                    and B.extent <= ROWS_INNER_MAX_COLS):
+                    and B.extent <= ROWS_INNER_MAX_COLS and _rows_inner_pays(A, B, L, dsz, nt)):
                 # the shorter node innermost: each row's few runs in turn (nhwc -> nChw16c:
                 # a pixel's 7 blocks, read in order, one line to each plane; C=100: 1.5-2.3x
                 # copy -> 1.5-1.7x; C=256 with NT: 0.98 -> 0.94). With the rows the shorter
@@ -2089,6 +2089,49 @@ ROWS_INNER_MAX_RUNS = 1
 #: C=320 1.37 -> 0.93 (0.93 -> 0.89); C=256 (16 runs) 0.83-0.93 -> 0.80-0.81 (0.70-0.77 ->
 #: 0.69-0.79), a draw; C=192 (12) 0.84 -> 0.95 (0.85 -> 1.09) and C=100, 128, 160 lost too.
 ROWS_INNER_MAX_COLS = int(os.environ.get("LAYOUTJIT_ROWS_INNER_MAX_COLS", 16))
+
+#: Rows inner only where a row's runs follow one another in the source and the row after
+#: follows them, and plain stores do not pile a row's lines into one L1 set
+#: (``LAYOUTJIT_ROWS_INNER_SRC_RUNS=0``: every such tile rows inner, as before).
+ROWS_INNER_SRC_RUNS = os.environ.get("LAYOUTJIT_ROWS_INNER_SRC_RUNS", "1") != "0"
+#: L1 ways (lines of one set) a row's plain stores may fill.
+L1_WAYS = 8
+
+
+def _rows_inner_pays(A: Node, B: Node, L: Node, dsz: int, nt: bool) -> bool:
+    """Whether walking each row's runs innermost reads the source in order.
+
+    Rows inner reads a row's B runs in order and writes one line to each of B planes;
+    columns outer writes each plane the group's lines in a row and reads the group's rows
+    side by side. The first pays only where the row is the source's next block: weights
+    whose rows lie apart (`ohwi -> IOhw16o16i`: a row is 12 runs of a 3840-byte stride)
+    read no better in row order and scatter their writes over 12 planes. Plain stores to
+    planes a multiple of 4 KB apart also fill one L1 set per row (`hwio -> Ohwi16o`: 16
+    planes 36 KB apart); NT stores (whole lines) do not allocate.
+
+    Zen 3 (AVX2), ``python -m perf.ab`` ratio to copy at 1 thread (2 threads), rows inner
+    -> this rule, f32: `ohwi -> IOhw16o16i` 1536x192x5x1 1.88 (1.94) -> 1.07 (1.06),
+    oneDNN 1.31 (2.31); `hwio -> Ohwi16o` 256x64x3x3 1.70 (1.77) -> 1.07 (0.84);
+    `IOhw16i16o -> hwio` 49152x1024x3x1 1.34 (1.22) -> 0.91 (1.13); `OIhw16o16i -> ohwi`
+    4096x384x3x5 1.25 (0.84) -> 0.89 (0.73); s8 `OIhw8i8o -> Ohwi8o` 256x2048x3x3 1.73
+    (1.71) -> 1.16 (1.16). 28 of 6625 listed and generated pairs change (no activation):
+    geomean 0.86 (0.90), 12 (9) faster by a tenth; two slower at 2 threads in one run
+    measured even on a second (bf16 `OIhw8i8o -> Ohwi8o` 256x2048x3x3 1.57 -> 1.16).
+    """
+    if not ROWS_INNER_SRC_RUNS:
+        return True
+    sA, sB, dB = A.strides[1], B.strides[1], B.strides[0]
+    if sA is None or sB is None or dB is None:
+        return False
+    if sB != L.extent or sA > B.extent * L.extent:
+        return False
+    if nt:
+        return True
+    sets: dict[int, int] = {}
+    for c in range(B.extent):
+        k = (c * dB * dsz // 64) % 64
+        sets[k] = sets.get(k, 0) + 1
+    return max(sets.values()) <= L1_WAYS
 
 
 def generate(plan: Plan, epilogue: Epilogue, title: str = "") -> str:

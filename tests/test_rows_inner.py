@@ -65,3 +65,63 @@ def test_rows_inner_switch(monkeypatch):
     assert _column_loops(inner.source) > _column_loops(outer.source)
     assert ref.kernel_matches_reference(inner, seed=5)
     assert ref.kernel_matches_reference(outer, seed=6)
+
+
+def _calls_per_column_loop(source: str) -> int:
+    """Most micro-kernel calls in one column loop's body: 1 with rows inner (a loop per
+    row), a macro group's rows with the columns outer."""
+    lines, most = source.splitlines(), 0
+    for i, line in enumerate(lines):
+        if re.match(r"\s*for c\d+ in range\(", line):
+            ind = len(line) - len(line.lstrip())
+            calls = 0
+            for nxt in lines[i + 1:]:
+                if len(nxt) - len(nxt.lstrip()) <= ind:
+                    break
+                calls += bool(re.match(r"\s*T\d+\(src,", nxt))
+            most = max(most, calls)
+    return most
+
+
+@pytest.mark.parametrize("dims, stag, dtag, cols_outer", [
+    # a row's runs follow in the source and the next row follows them: rows inner
+    ((2, 128, 5, 7), "nhwc", "nChw16c", False),
+    # weights whose rows lie apart in the source (a row: 12 runs, the next one 3840 B on)
+    ((64, 192, 5, 1), "ohwi", "IOhw16o16i", True),
+    ((40, 48, 3, 1), "ohwi", "IOhw16o16i", True),      # O padded
+    # rows that follow, but plain stores to 16 planes 36 KB apart: one L1 set a row
+    ((256, 64, 3, 3), "hwio", "Ohwi16o", True),
+    ((256, 48, 3, 3), "hwio", "Ohwi16o", False),       # planes 27 KB apart: sets differ
+])
+def test_rows_inner_only_where_the_source_follows(dims, stag, dtag, cols_outer, monkeypatch):
+    """``codegen.ROWS_INNER_SRC_RUNS``: rows inner where each row is the source's next
+    block and plain stores spread a row's lines over L1 sets; columns outer elsewhere
+    (and every order where the switch is off), every byte as the reference's."""
+    s, d = M(dims, "f32", stag), M(dims, "f32", dtag)
+    k = build(s, d)
+    t = k.plan.tile
+    assert t.kind == "lines" and t.R == 1 and not k.plan.nt, k.plan.describe()
+    rows, cols = k.plan.ir.nodes[t.a].extent, k.plan.ir.nodes[t.b].extent
+    assert rows > cols and cols <= cg.ROWS_INNER_MAX_COLS
+    assert (_calls_per_column_loop(k.source) > 1) == cols_outer, k.source
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads), k.plan.describe()
+    monkeypatch.setattr(cg, "ROWS_INNER_SRC_RUNS", False)
+    before = build(s, d)
+    assert _calls_per_column_loop(before.source) == 1
+    if cols_outer:
+        assert ref.kernel_matches_reference(before, seed=3)
+
+
+def test_rows_inner_with_nt_stores(nt_everywhere):
+    """NT stores write whole lines without allocating them: the 16 planes 36 KB apart
+    keep rows inner in the NT branch (aligned destinations), columns outer in the plain one."""
+    dims = (256, 64, 3, 3)
+    s, d = M(dims, "f32", "hwio"), M(dims, "f32", "Ohwi16o")
+    k = build(s, d)
+    assert k.plan.nt and k.plan.tile.kind == "lines", k.plan.describe()
+    nt_branch, plain_branch = k.source.split("\n    else:\n")
+    assert _calls_per_column_loop(nt_branch) == 1
+    assert _calls_per_column_loop(plain_branch) == k.plan.tile.M
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads), k.plan.describe()
