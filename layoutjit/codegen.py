@@ -22,7 +22,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .ir import LoopIR, Node, Operand
-from .plan import Plan, TileSpec, cols_table, outer_nodes, period_next, shift_rows, src_rows, stage_runs, tile_rows
+from .plan import (
+    L1_WAYS,
+    Plan,
+    TileSpec,
+    cols_table,
+    lines_per_l1_set,
+    outer_nodes,
+    period_next,
+    shift_rows,
+    src_rows,
+    stage_runs,
+    tile_rows,
+)
 from .simd import MAX_TILE, tile_shift_supported
 
 CODEGEN_VERSION = "1"
@@ -2094,9 +2106,6 @@ ROWS_INNER_MAX_COLS = int(os.environ.get("LAYOUTJIT_ROWS_INNER_MAX_COLS", 16))
 #: follows them, and plain stores do not pile a row's lines into one L1 set
 #: (``LAYOUTJIT_ROWS_INNER_SRC_RUNS=0``: every such tile rows inner, as before).
 ROWS_INNER_SRC_RUNS = os.environ.get("LAYOUTJIT_ROWS_INNER_SRC_RUNS", "1") != "0"
-#: L1 ways (lines of one set) a row's plain stores may fill.
-L1_WAYS = 8
-
 
 def _rows_inner_pays(A: Node, B: Node, L: Node, dsz: int, nt: bool) -> bool:
     """Whether walking each row's runs innermost reads the source in order.
@@ -2125,13 +2134,7 @@ def _rows_inner_pays(A: Node, B: Node, L: Node, dsz: int, nt: bool) -> bool:
         return False
     if sB != L.extent or sA > B.extent * L.extent:
         return False
-    if nt:
-        return True
-    sets: dict[int, int] = {}
-    for c in range(B.extent):
-        k = (c * dB * dsz // 64) % 64
-        sets[k] = sets.get(k, 0) + 1
-    return max(sets.values()) <= L1_WAYS
+    return nt or lines_per_l1_set(c * dB * dsz for c in range(B.extent)) <= L1_WAYS
 
 
 def generate(plan: Plan, epilogue: Epilogue, title: str = "") -> str:

@@ -1856,7 +1856,8 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
         # source rows share one L2 set: there the aliasing cap above holds (8 KB steps of
         # 32-byte pieces read 256 such rows, in a set of 16 ways).
         M = max(M, min(-(-a.extent // R), PARTIAL_LINE_STEP_BYTES // (R * V * ssz)))
-    ic = _cols_node(ir, nodes, ia, ib, vbytes // ssz) if allow_cols and not rows_contig else None
+    ic = (_cols_node(ir, nodes, ia, ib, vbytes // ssz)
+          if allow_cols and (not rows_contig or _cols_over_blocks(ir, a, b, R, ssz, dsz)) else None)
     if ic is not None:
         rest = [n for i, n in enumerate(nodes) if i not in (ia, ib, ic)]
         k = len(rest)
@@ -1971,6 +1972,43 @@ def _lightest_padded(ir: LoopIR, nodes: list[Node], n: Node) -> bool:
 
 #: Longest table of destination offsets a cols tile may use (elements of one period).
 COLS_MAX_PERIOD = 1024
+
+
+#: Tiles that write whole blocks take their columns over B x C too (``_cols_over_blocks``).
+COLS_WHOLE_BLOCKS = os.environ.get("LAYOUTJIT_COLS_WHOLE_BLOCKS", "1") != "0"
+
+
+def _cols_over_blocks(ir: LoopIR, a: Node, b: Node, rows: int, ssz: int, dsz: int) -> bool:
+    """Whether a transpose whose tiles write whole blocks (B's destination stride is A's
+    extent) takes columns over B x C (``_cols_node``) instead.
+
+    Such tiles read B elements from each of A's rows. Two f32 (`OIhw8i16o2i -> oihw`: 5x2
+    tiles) make a tile of a few bytes a call; up to 3/4 of the LLC (``one_rule_min_bytes``),
+    columns over B x C (2 i x 16 o) read a vector of each row instead (above it their
+    plain stores lost to the blocks' NT ones: 65536x100x3x1 1.19 -> 2.47x copy; f32 -> s8
+    and u8 gained nothing). 1- and 2-byte rows of 8
+    bytes or less that all share one L1 set, more than its ways (`Ohwi4o -> iohw` u8 3x3:
+    9 rows 8 KB apart, 4 bytes of each), are read from L2 again by every tile: 16-55x
+    a copy; columns over 4 o x I read 32 bytes of each row a call.
+
+    Zen 3 (AVX2), ``python -m perf.ab`` ratio to copy at 1 thread (2 threads), off -> on,
+    oneDNN's: f32 `OIhw8i16o2i -> oihw` 512x384x5x1 3.94 (3.70) -> 1.80 (1.80), oneDNN
+    3.95 (3.84); 512x384x3x3 4.70 (5.20) -> 2.15 (1.68), oneDNN 4.91 (4.56); u8 `Ohwi4o ->
+    iohw` 512x1024x3x5 51.2 (56.7) -> 8.5 (8.2), oneDNN 71.7 (77.1); u8 `Ohwi8o -> iohw`
+    512x1024x7x7 18.1 (13.8) -> 6.1 (5.0), oneDNN 11.7 (9.3); bf16 `Ohwi4o -> iohw`
+    512x512x5x5 25.4 (25.2) -> 3.9 (3.8). The 19 listed and generated pairs that change
+    and the two above: geomean 0.34 (0.36), 21 (19) faster by a tenth, none slower.
+    Tried more broadly (every whole-block tile with a C, 424 pairs): 1-byte tiles of 16
+    bytes a row and the NT-sized f32 ones lost up to 3.6x (`ohwi -> OIhw16i16o` s8
+    512x1024x7x7 0.81 -> 2.96).
+    """
+    if not COLS_WHOLE_BLOCKS or a.strides[1] is None:
+        return False
+    if b.extent == 2 and ssz == dsz == 4 and ir.total * (ssz + dsz) < one_rule_min_bytes():
+        return True
+    return (b.extent * ssz <= 8 and rows > L1_WAYS and _rows_share_l1_set(a.strides[1] * ssz))
+
+
 
 
 def _cols_node(ir: LoopIR, nodes: list[Node], ia: int, ib: int, lanes: int) -> int | None:
@@ -3088,6 +3126,20 @@ def outer_count(ir: LoopIR, tile: TileSpec) -> int:
 
 #: Addresses this far apart (a multiple of it) map to one L1 set (32 KiB, 8 ways).
 L1_SET_PERIOD = 4096
+
+
+#: Ways of an L1 data cache set (Zen 3/4: 8; Intel from Ice Lake: 12, read as 8).
+L1_WAYS = 8
+
+
+def lines_per_l1_set(offsets: Iterable[int]) -> int:
+    """Most of the lines at these byte offsets that fall into one L1 set (64 sets of 64 B):
+    more than ``L1_WAYS`` and they evict one another before they are read again."""
+    sets: dict[int, int] = {}
+    for off in offsets:
+        k = (off // 64) % (L1_SET_PERIOD // 64)
+        sets[k] = sets.get(k, 0) + 1
+    return max(sets.values(), default=0)
 
 
 def _rows_share_l1_set(row_bytes: int) -> bool:
