@@ -1989,7 +1989,10 @@ def _cols_over_blocks(ir: LoopIR, a: Node, b: Node, rows: int, ssz: int, dsz: in
     and u8 gained nothing). 1- and 2-byte rows of 8
     bytes or less that all share one L1 set, more than its ways (`Ohwi4o -> iohw` u8 3x3:
     9 rows 8 KB apart, 4 bytes of each), are read from L2 again by every tile: 16-55x
-    a copy; columns over 4 o x I read 32 bytes of each row a call.
+    a copy; columns over 4 o x I read 32 bytes of each row a call. 1-byte 4x4 tiles whose
+    four rows are one 64-byte source line (16-blocked -> `OIhw4o4i`) move 16 bytes a call;
+    columns over 4 o x 4 o move 128 (in cache too: u8 `Ohwi16o -> OIhw4o4i` 65536x128x3x3,
+    72 MB, lost 1.18 -> 1.73).
 
     Zen 3 (AVX2), ``python -m perf.ab`` ratio to copy at 1 thread (2 threads), off -> on,
     oneDNN's: f32 `OIhw8i16o2i -> oihw` 512x384x5x1 3.94 (3.70) -> 1.80 (1.80), oneDNN
@@ -1998,14 +2001,21 @@ def _cols_over_blocks(ir: LoopIR, a: Node, b: Node, rows: int, ssz: int, dsz: in
     512x1024x7x7 18.1 (13.8) -> 6.1 (5.0), oneDNN 11.7 (9.3); bf16 `Ohwi4o -> iohw`
     512x512x5x5 25.4 (25.2) -> 3.9 (3.8). The 19 listed and generated pairs that change
     and the two above: geomean 0.34 (0.36), 21 (19) faster by a tenth, none slower.
-    Tried more broadly (every whole-block tile with a C, 424 pairs): 1-byte tiles of 16
-    bytes a row and the NT-sized f32 ones lost up to 3.6x (`ohwi -> OIhw16i16o` s8
-    512x1024x7x7 0.81 -> 2.96).
+    s8 `Ohwi16o -> OIhw4o4i` 512x1024x3x5 4.39 (5.08) -> 1.36 (1.48), oneDNN 10.9 (12.6);
+    u8 512x512x5x5 8.54 (8.97) -> 1.40 (1.57); s8 `IOhw16i16o -> OIhw4o4i` 256x2048x3x3
+    2.37 (2.29) -> 1.58 (1.64); 18 such pairs in cache, geomean 0.49 (0.52), 18 (18) faster
+    by a tenth, none slower; with 8-byte rows (`OIhw8i8o ->
+    OIhw4o4i` s8) they lost 1.68 -> 3.54. Tried more broadly (every whole-block tile with
+    a C, 424 pairs): 1-byte tiles of 16 bytes a row and the NT-sized f32 ones lost up to
+    3.6x (`ohwi -> OIhw16i16o` s8 512x1024x7x7 0.81 -> 2.96).
     """
     if not COLS_WHOLE_BLOCKS or a.strides[1] is None:
         return False
-    if b.extent == 2 and ssz == dsz == 4 and ir.total * (ssz + dsz) < one_rule_min_bytes():
+    in_cache = ir.total * (ssz + dsz) < one_rule_min_bytes()
+    if b.extent == 2 and ssz == dsz == 4 and in_cache:
         return True
+    if ssz == dsz == 1 and b.extent == 4 and rows == 4 and a.strides[1] == 16 and in_cache:
+        return True  # 4x4 bytes whose rows make one source line: 16 bytes a call
     return (b.extent * ssz <= 8 and rows > L1_WAYS and _rows_share_l1_set(a.strides[1] * ssz))
 
 

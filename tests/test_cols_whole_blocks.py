@@ -6,9 +6,10 @@ tile of hw rows x the 2 i of a source run writes one whole block, but reads 2 el
 of each row a call (5x2 f32). `Ohwi4o -> iohw` 1-byte with I = 1024 or 2048 reads its
 hw rows 4 or 8 KB apart, 4 bytes of each: nine rows share one L1 set, so every tile
 reads them from L2 again (16-55x a copy). Both now take columns over the source run B x C (2 i x 16 o,
-4 o x I), placed by a table (``TileSpec.c``). Checked: which plans take them and which
-keep their whole-block tiles, the switch, and every byte against the reference at 1
-and 2 threads (padded O and I included).
+4 o x I), placed by a table (``TileSpec.c``), and so do 1-byte 4x4 tiles whose rows are
+one source line (`Ohwi16o -> OIhw4o4i`: 16 bytes a call). Checked: which plans take
+them and which keep their whole-block tiles, the switch, and every byte against the
+reference at 1 and 2 threads (padded O and I included).
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ def plan_of(s, d):
     ((8, 2048, 3, 3), "Ohwi4o", "iohw", "bf16", True),        # 8 bytes of each row
     ((32, 2048, 3, 3), "Ohwi16o", "iohw", "u8", False),       # 16 bytes of each row
     ((64, 64, 3, 3), "OIhw16i16o", "OIhw4o4i", "f32", False),  # 4 rows of 4 f32
+    ((64, 64, 3, 3), "Ohwi16o", "OIhw4o4i", "s8", True),       # 4x4 bytes, one source line
+    ((64, 64, 3, 3), "IOhw16i16o", "OIhw4o4i", "u8", True),
+    ((64, 64, 3, 3), "OIhw8i8o", "OIhw4o4i", "s8", False),     # rows of 8 bytes: kept
+    ((64, 64, 3, 3), "OIhw4o4i", "oihw", "u8", False),         # 9 rows: kept
 ])
 def test_which_plans_take_columns(plans_32, monkeypatch, dims, stag, dtag, dt, cols):
     s, d = M(dims, dt, stag), M(dims, dt, dtag)
@@ -75,6 +80,10 @@ def test_lines_per_l1_set():
     ((8, 2048, 3, 3), "Ohwi4o", "iohw", "u8"),
     ((6, 2048, 3, 3), "Ohwi4o", "iohw", "u8"),         # O padded
     ((32, 1024, 5, 5), "Ohwi8o", "iohw", "s8"),
+    ((64, 48, 3, 3), "Ohwi16o", "OIhw4o4i", "s8"),
+    ((40, 44, 3, 3), "Ohwi16o", "OIhw4o4i", "u8"),     # O and I padded
+    ((2, 32, 48, 3, 1), "gOIhw16i16o", "gOIhw4o4i", "s8"),
+    ((48, 40, 3, 5), "IOhw16i16o", "OIhw4o4i", "u8"),  # I padded
 ])
 def test_columns_over_blocks_are_exact(plans_32, monkeypatch, dims, stag, dtag, dt):
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
