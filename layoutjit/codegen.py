@@ -1723,7 +1723,8 @@ class KernelWriter:
 
         def emit_group(dep: int, gr: list, base: str, uniform: bool) -> None:
             if (in_regs and P == 1 and len(gr) > 1 and A.extent > B.extent and t.R <= ROWS_INNER_MAX_RUNS
-                    and B.extent <= ROWS_INNER_MAX_COLS and _rows_inner_pays(A, B, L, dsz, nt)):
+                    and B.extent <= ROWS_INNER_MAX_COLS
+                    and (self.plan.nt_tune or _rows_inner_pays(A, B, L, dsz, nt))):
                 # the shorter node innermost: each row's few runs in turn (nhwc -> nChw16c:
                 # a pixel's 7 blocks, read in order, one line to each plane; C=100: 1.5-2.3x
                 # copy -> 1.5-1.7x; C=256 with NT: 0.98 -> 0.94). With the rows the shorter
@@ -2126,6 +2127,9 @@ def _rows_inner_pays(A: Node, B: Node, L: Node, dsz: int, nt: bool) -> bool:
     (1.71) -> 1.16 (1.16). 28 of 6625 listed and generated pairs change (no activation):
     geomean 0.86 (0.90), 12 (9) faster by a tenth; two slower at 2 threads in one run
     measured even on a second (bf16 `OIhw8i8o -> Ohwi8o` 256x2048x3x3 1.57 -> 1.16).
+    Kernels that time their store kind (``Plan.nt_tune``) keep rows inner: with columns
+    outer in their plain branch that pair kept another kind and lost at 2 threads in a
+    third run (1.55 -> 2.41), as did `ohwi -> OIhw16o16i` 4096x128x1x5 (1.12 -> 1.31).
     """
     if not ROWS_INNER_SRC_RUNS:
         return True

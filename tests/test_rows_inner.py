@@ -113,15 +113,21 @@ def test_rows_inner_only_where_the_source_follows(dims, stag, dtag, cols_outer, 
         assert ref.kernel_matches_reference(before, seed=3)
 
 
-def test_rows_inner_with_nt_stores(nt_everywhere):
+def test_rows_inner_with_nt_stores(nt_everywhere, monkeypatch):
     """NT stores write whole lines without allocating them: the 16 planes 36 KB apart
-    keep rows inner in the NT branch (aligned destinations), columns outer in the plain one."""
+    keep rows inner in the NT branch (aligned destinations), columns outer in the plain
+    one; kernels that time their store kind (``Plan.nt_tune``) keep rows inner in both."""
     dims = (256, 64, 3, 3)
     s, d = M(dims, "f32", "hwio"), M(dims, "f32", "Ohwi16o")
+    monkeypatch.setattr(plan_mod, "NT_TUNE", False)
     k = build(s, d)
-    assert k.plan.nt and k.plan.tile.kind == "lines", k.plan.describe()
+    assert k.plan.nt and not k.plan.nt_tune and k.plan.tile.kind == "lines", k.plan.describe()
     nt_branch, plain_branch = k.source.split("\n    else:\n")
     assert _calls_per_column_loop(nt_branch) == 1
     assert _calls_per_column_loop(plain_branch) == k.plan.tile.M
     for threads in ref.at_thread_counts((1, 2)):
         assert ref.kernel_matches_reference(k, seed=threads), k.plan.describe()
+    monkeypatch.setattr(plan_mod, "NT_TUNE", True)
+    timed = build(s, d)
+    assert timed.plan.nt_tune, timed.plan.describe()
+    assert _calls_per_column_loop(timed.source) == 1
