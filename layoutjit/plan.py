@@ -948,6 +948,9 @@ class Plan:
             if self.nt and self.job_stage:
                 how = (f"plain, into a stage of the job's {self.job_stage} destination elements, written "
                        "out as whole aligned non-temporal lines (destinations off the lines: plain)")
+                if not self.nt_split:
+                    how += (" when one thread runs every job (split between threads: plain and "
+                            f"unstaged, below {nt_split_min_bytes(t)} B)")
             elif self.nt:
                 how = "non-temporal where a call writes whole aligned lines"
                 if self.nt_tune_one:
@@ -2759,7 +2762,10 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
             notes.append(f"the tiles store pieces of lines into one dense destination range per job: "
                          f"each job fills a stage of {jstage} elements (plain stores, in cache), "
                          f"written out as whole non-temporal lines")
-            return Plan(ir, tile, parallel, jobs, vb, True, moved, tuple(notes), chunk, job_stage=jstage)
+            # split between threads below their NT threshold, the jobs store plainly, unstaged
+            split_nt = traffic >= nt_split_min_bytes(tile) or not JOB_STAGE_SPLIT_PLAIN
+            return Plan(ir, tile, parallel, jobs, vb, True, moved, tuple(notes), chunk, job_stage=jstage,
+                        nt_split=split_nt)
     if job_align and nt:
         assert tile is not None
         nt = _nt_possible(ir, tile, phases=allow_shift and _job_align_phases(ir, tile),
@@ -2959,6 +2965,18 @@ def _near_rows_stage(a: Node, b: Node, dsz: int, ssz: int) -> bool:
 #: Jobs whose tiles store pieces of lines into a dense destination range of at most this
 #: many bytes stage the range and write it out as whole NT lines (``job_stage``; 0: never).
 JOB_STAGE_BYTES = int(os.environ.get("LAYOUTJIT_JOB_STAGE_BYTES", 64 * 1024))
+#: Staged jobs split between threads below the split NT threshold store plainly, unstaged
+#: (``Plan.nt_split`` false; ``LAYOUTJIT_JOB_STAGE_SPLIT_PLAIN=0``: staged at every thread
+#: count). Staging starts at the one-thread NT threshold (a third of the LLC for
+#: transposes); on two threads an output under 3/4 of it stays in cache, and the stage's
+#: NT lines lost: f32 `Ohwi8o -> ohwi` 6144x60x1x5 (15 MB of traffic) ran at 2.50x copy at
+#: 2 threads staged, 1.18 plain (oneDNN 1.99). Zen 3 (AVX2), ``python -m perf.ab``, 2
+#: threads, staged -> plain: 41 of the 253 listed and generated pairs that change (every
+#: staged pair in that band), 3 rounds: geomean 0.86, 27 faster by a tenth, the 7 slower
+#: ones faster again in 5 rounds (u8 `OIhw16i16o -> ohwi` 65536x24x1x5 4.09 -> 2.08, s8
+#: `OIhw8i8o -> OIhw16i16o` 768x256x7x7 1.60 -> 1.24). One thread keeps the stage (always
+#: plain there: 18 faster, 7 slower by a tenth).
+JOB_STAGE_SPLIT_PLAIN = os.environ.get("LAYOUTJIT_JOB_STAGE_SPLIT_PLAIN", "1") != "0"
 JOB_STAGE_MAX_ENUM = 1 << 17  # most inner positions enumerated to prove a range dense
 
 

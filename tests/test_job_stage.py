@@ -44,6 +44,18 @@ def test_job_stage_at_real_sizes(plans_32, dims, stag, dtag, sdt, ddt, span):
             monkey.undo()
 
 
+def test_split_jobs_under_the_split_threshold_store_plainly(plans_32, monkeypatch):
+    """``plan.JOB_STAGE_SPLIT_PLAIN``: a staged plan under the split NT threshold stages on
+    one thread only; split between threads its jobs store plainly, unstaged (f32 `Ohwi8o ->
+    ohwi` 6144x60x1x5, 15 MB of traffic)."""
+    s, d = M((6144, 60, 1, 5), "f32", "Ohwi8o"), M((6144, 60, 1, 5), "f32", "ohwi")
+    p = plan_of(s, d)
+    assert p.job_stage == 2400 and p.nt and not p.nt_split, p.describe()
+    assert "plain and unstaged" in p.describe()
+    monkeypatch.setattr(plan_mod, "JOB_STAGE_SPLIT_PLAIN", False)
+    assert plan_of(s, d).nt_split
+
+
 CASES = [
     ((2, 32, 20, 5, 1), "gOIhw16i16o", "goihw", "s8", "f32"),
     ((8, 128, 4, 7, 7), "gOIhw16i16o", "goihw", "f32", "f32"),  # I = 4 of 16
@@ -128,3 +140,14 @@ def test_job_prefetch_at_real_sizes(plans_32, monkeypatch, dims, stag, dtag, sdt
     assert ("next job's source block" in p.describe()) == bool(ahead)
     monkeypatch.setattr(plan_mod, "JOB_PREFETCH", False)
     assert plan_of(s, d).job_prefetch == 0
+
+
+def test_split_plain_jobs_are_exact(nt_everywhere, plans_32, monkeypatch):
+    """Both branches of such a kernel (staged on one thread, plain on two) write every byte."""
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "nt_split_min_bytes", lambda tile: 1 << 40)
+    s, d = M((32, 48, 3, 5), "f32", "OIhw8i16o2i"), M((32, 48, 3, 5), "f32", "OIhw4i16o4i")
+    k = build(s, d)
+    assert k.plan.job_stage and not k.plan.nt_split, k.plan.describe()
+    assert "hi - lo ==" in k.source and "jstage" in k.source
+    ref.check_exact_at_offsets(k, seed=7)
