@@ -2781,10 +2781,11 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
     nt_tune = NT_TUNE and nt and not nt_split
     # local permutations stream like a copy, and tiles that write whole blocks keep a warm
     # destination in cache: in that band one thread times the kinds too
+    phases = line_phases(ir, tile) if nt and tile is not None else 1
     tune_one = bool(nt_tune and tile is not None and (
         (BLOCK_LOCAL_TUNE and _block_local(ir, tile))
-        or (WHOLE_BLOCK_TUNE and tile.kind == "transpose" and tile.rows_contiguous)))
-    phases = line_phases(ir, tile) if nt and tile is not None else 1
+        or (WHOLE_BLOCK_TUNE and tile.kind == "transpose" and tile.rows_contiguous)
+        or (PHASED_LINES_TUNE and phases > 1 and not lpanel)))
     if lpanel and nt:
         phases = 0  # short columns: a panel even where the calls could follow the lines
     staged_cols = staged_cols and nt
@@ -2976,6 +2977,16 @@ JOB_STAGE_BYTES = int(os.environ.get("LAYOUTJIT_JOB_STAGE_BYTES", 64 * 1024))
 #: ones faster again in 5 rounds (u8 `OIhw16i16o -> ohwi` 65536x24x1x5 4.09 -> 2.08, s8
 #: `OIhw8i8o -> OIhw16i16o` 768x256x7x7 1.60 -> 1.24). One thread keeps the stage (always
 #: plain there: 18 faster, 7 slower by a tenth).
+#: Phased "lines" plans (``line_phases``) between the NT thresholds time their store kind
+#: on one thread too (``Plan.nt_tune_one``; ``LAYOUTJIT_PHASED_LINES_TUNE=0``: NT on one
+#: thread). u8 `nCdhw8c -> ndhwc` C = 200 (200-byte pixels: 7 of 25 lines shared by two
+#: pixels, stored plainly in 8-byte pieces beside the NT lines) ran at 3.0x copy on one
+#: thread, 1.6 with plain stores. Zen 3 (AVX2), ``python -m perf.ab``, 1 thread, NT ->
+#: timed, the 21 listed and generated pairs that change and that one: geomean 0.94, 3
+#: faster by a tenth (3.27 -> 1.76; u8 `nCdhw16c -> nCdhw8c` 32x512x3x7x35 2.57 -> 1.80;
+#: s8 -> f32 `nChw16c -> nChw8c` 16x48x17x299 1.62 -> 1.15), one slower (f32 `nChw16c ->
+#: nChw4c` 32x200x14x35 0.88 -> 0.98).
+PHASED_LINES_TUNE = os.environ.get("LAYOUTJIT_PHASED_LINES_TUNE", "1") != "0"
 JOB_STAGE_SPLIT_PLAIN = os.environ.get("LAYOUTJIT_JOB_STAGE_SPLIT_PLAIN", "1") != "0"
 JOB_STAGE_MAX_ENUM = 1 << 17  # most inner positions enumerated to prove a range dense
 
