@@ -1985,32 +1985,29 @@ def _cols_over_blocks(ir: LoopIR, a: Node, b: Node, rows: int, ssz: int, dsz: in
     """Whether a transpose whose tiles write whole blocks (B's destination stride is A's
     extent) takes columns over B x C (``_cols_node``) instead.
 
-    Such tiles read B elements from each of A's rows. Two f32 (`OIhw8i16o2i -> oihw`: 5x2
-    tiles) make a tile of a few bytes a call; up to 3/4 of the LLC (``one_rule_min_bytes``),
-    columns over B x C (2 i x 16 o) read a vector of each row instead (above it their
-    plain stores lost to the blocks' NT ones: 65536x100x3x1 1.19 -> 2.47x copy; f32 -> s8
-    and u8 gained nothing). 1- and 2-byte rows of 8
-    bytes or less that all share one L1 set, more than its ways (`Ohwi4o -> iohw` u8 3x3:
-    9 rows 8 KB apart, 4 bytes of each), are read from L2 again by every tile: 16-55x
-    a copy; columns over 4 o x I read 32 bytes of each row a call. 1-byte 4x4 tiles whose
-    four rows are one 64-byte source line (16-blocked -> `OIhw4o4i`) move 16 bytes a call;
-    columns over 4 o x 4 o move 128 (in cache too: u8 `Ohwi16o -> OIhw4o4i` 65536x128x3x3,
-    72 MB, lost 1.18 -> 1.73).
+    Such tiles read B elements from each of A's rows. Three cases where that is too little:
+    two f32 (`OIhw8i16o2i -> oihw`: 5x2 tiles, 40 bytes a call), taken up to 3/4 of the LLC
+    (``one_rule_min_bytes``; above it the blocks' NT stores won: 65536x100x3x1 1.19 ->
+    2.47x copy; f32 -> s8 and u8 gained nothing); 1-byte 4x4 tiles whose four rows are one
+    64-byte source line (16-blocked -> `OIhw4o4i`: 16 bytes a call), in cache too (u8
+    `Ohwi16o -> OIhw4o4i` 65536x128x3x3, 72 MB, lost 1.18 -> 1.73); and rows of at most 8
+    bytes that all share one L1 set, more of them than its ways (`Ohwi4o -> iohw` u8 3x3: 9
+    rows 8 KB apart, 4 bytes of each), which every tile reads from L2 again (16-55x copy).
+    Columns over B x C (2 i x 16 o, 4 o x 4 o, 4 o x I) read a vector of each row a call.
 
     Zen 3 (AVX2), ``python -m perf.ab`` ratio to copy at 1 thread (2 threads), off -> on,
-    oneDNN's: f32 `OIhw8i16o2i -> oihw` 512x384x5x1 3.94 (3.70) -> 1.80 (1.80), oneDNN
+    and oneDNN's: f32 `OIhw8i16o2i -> oihw` 512x384x5x1 3.94 (3.70) -> 1.80 (1.80), oneDNN
     3.95 (3.84); 512x384x3x3 4.70 (5.20) -> 2.15 (1.68), oneDNN 4.91 (4.56); u8 `Ohwi4o ->
     iohw` 512x1024x3x5 51.2 (56.7) -> 8.5 (8.2), oneDNN 71.7 (77.1); u8 `Ohwi8o -> iohw`
     512x1024x7x7 18.1 (13.8) -> 6.1 (5.0), oneDNN 11.7 (9.3); bf16 `Ohwi4o -> iohw`
-    512x512x5x5 25.4 (25.2) -> 3.9 (3.8). The 19 listed and generated pairs that change
-    and the two above: geomean 0.34 (0.36), 21 (19) faster by a tenth, none slower.
-    s8 `Ohwi16o -> OIhw4o4i` 512x1024x3x5 4.39 (5.08) -> 1.36 (1.48), oneDNN 10.9 (12.6);
-    u8 512x512x5x5 8.54 (8.97) -> 1.40 (1.57); s8 `IOhw16i16o -> OIhw4o4i` 256x2048x3x3
-    2.37 (2.29) -> 1.58 (1.64); 18 such pairs in cache, geomean 0.49 (0.52), 18 (18) faster
-    by a tenth, none slower; with 8-byte rows (`OIhw8i8o ->
-    OIhw4o4i` s8) they lost 1.68 -> 3.54. Tried more broadly (every whole-block tile with
-    a C, 424 pairs): 1-byte tiles of 16 bytes a row and the NT-sized f32 ones lost up to
-    3.6x (`ohwi -> OIhw16i16o` s8 512x1024x7x7 0.81 -> 2.96).
+    512x512x5x5 25.4 (25.2) -> 3.9 (3.8): the 19 listed and generated pairs of the first
+    and third case and the two above, geomean 0.34 (0.36), 21 (19) faster by a tenth, none
+    slower. s8 `Ohwi16o -> OIhw4o4i` 512x1024x3x5 4.39 (5.08) -> 1.36 (1.48), oneDNN 10.9
+    (12.6); u8 512x512x5x5 8.54 (8.97) -> 1.40 (1.57); s8 `IOhw16i16o -> OIhw4o4i`
+    256x2048x3x3 2.37 (2.29) -> 1.58 (1.64): 18 pairs of the second case in cache, geomean
+    0.49 (0.52), all faster by a tenth; with 8-byte rows (`OIhw8i8o -> OIhw4o4i` s8) they
+    lost 1.68 -> 3.54. Taken wherever a C exists (424 pairs), columns lost up to 3.6x
+    (1-byte tiles of 16-byte rows: `ohwi -> OIhw16i16o` s8 512x1024x7x7 0.81 -> 2.96).
     """
     if not COLS_WHOLE_BLOCKS or a.strides[1] is None:
         return False
@@ -2018,10 +2015,8 @@ def _cols_over_blocks(ir: LoopIR, a: Node, b: Node, rows: int, ssz: int, dsz: in
     if b.extent == 2 and ssz == dsz == 4 and in_cache:
         return True
     if ssz == dsz == 1 and b.extent == 4 and rows == 4 and a.strides[1] == 16 and in_cache:
-        return True  # 4x4 bytes whose rows make one source line: 16 bytes a call
-    return (b.extent * ssz <= 8 and rows > L1_WAYS and _rows_share_l1_set(a.strides[1] * ssz))
-
-
+        return True
+    return b.extent * ssz <= 8 and rows > L1_WAYS and _rows_share_l1_set(a.strides[1] * ssz)
 
 
 def _cols_node(ir: LoopIR, nodes: list[Node], ia: int, ib: int, lanes: int) -> int | None:
