@@ -2972,6 +2972,7 @@ JOB_STAGE_BYTES = int(os.environ.get("LAYOUTJIT_JOB_STAGE_BYTES", 64 * 1024))
 #: ones faster again in 5 rounds (u8 `OIhw16i16o -> ohwi` 65536x24x1x5 4.09 -> 2.08, s8
 #: `OIhw8i8o -> OIhw16i16o` 768x256x7x7 1.60 -> 1.24). One thread keeps the stage (always
 #: plain there: 18 faster, 7 slower by a tenth).
+JOB_STAGE_SPLIT_PLAIN = os.environ.get("LAYOUTJIT_JOB_STAGE_SPLIT_PLAIN", "1") != "0"
 #: Phased "lines" plans (``line_phases``) between the NT thresholds time their store kind
 #: on one thread too (``Plan.nt_tune_one``; ``LAYOUTJIT_PHASED_LINES_TUNE=0``: NT on one
 #: thread). u8 `nCdhw8c -> ndhwc` C = 200 (200-byte pixels: 7 of 25 lines shared by two
@@ -2982,7 +2983,6 @@ JOB_STAGE_BYTES = int(os.environ.get("LAYOUTJIT_JOB_STAGE_BYTES", 64 * 1024))
 #: s8 -> f32 `nChw16c -> nChw8c` 16x48x17x299 1.62 -> 1.15), one slower (f32 `nChw16c ->
 #: nChw4c` 32x200x14x35 0.88 -> 0.98).
 PHASED_LINES_TUNE = os.environ.get("LAYOUTJIT_PHASED_LINES_TUNE", "1") != "0"
-JOB_STAGE_SPLIT_PLAIN = os.environ.get("LAYOUTJIT_JOB_STAGE_SPLIT_PLAIN", "1") != "0"
 JOB_STAGE_MAX_ENUM = 1 << 17  # most inner positions enumerated to prove a range dense
 
 

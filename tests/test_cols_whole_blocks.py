@@ -5,9 +5,9 @@
 tile of hw rows x the 2 i of a source run writes one whole block, but reads 2 elements
 of each row a call (5x2 f32). `Ohwi4o -> iohw` 1-byte with I = 1024 or 2048 reads its
 hw rows 4 or 8 KB apart, 4 bytes of each: nine rows share one L1 set, so every tile
-reads them from L2 again (16-55x a copy). Both now take columns over the source run B x C (2 i x 16 o,
-4 o x I), placed by a table (``TileSpec.c``), and so do 1-byte 4x4 tiles whose rows are
-one source line (`Ohwi16o -> OIhw4o4i`: 16 bytes a call). Checked: which plans take
+reads them from L2 again (16-55x a copy). Both now take columns over the source run
+B x C (2 i x 16 o, 4 o x I), placed by a table (``TileSpec.c``), and so do 1-byte 4x4
+tiles whose rows are one source line (`Ohwi16o -> OIhw4o4i`: 16 bytes a call). Checked: which plans take
 them and which keep their whole-block tiles, the switch, and every byte against the
 reference at 1 and 2 threads (padded O and I included).
 """
