@@ -3370,8 +3370,41 @@ def shift_rows(ir: LoopIR, tile: TileSpec) -> int:
     row = b.extent * ir.operands[1].dtype.size
     if row >= 64:  # rows of a line or more: 16x16 tiles realign in registers (tile_shift)
         return g
+    if _shift_in_registers(ir, tile, q, row):
+        return g
     want = -(-SHIFT_BLOCK_BYTES // row)
     return max(g, min(-(-want // g) * g, a.extent // 2 // g * g))
+
+
+#: Shifted transposes of rows shorter than a line keep groups of one line's rows where
+#: those rows hold at least this many source bytes and the tiles realign in registers
+#: (``_shift_in_registers``; ``LAYOUTJIT_SHIFT_REGISTER_ROWS=0``: 4 KB groups, for A/B runs).
+SHIFT_REGISTER_GROUP_BYTES = 1024
+SHIFT_REGISTER_ROWS = os.environ.get("LAYOUTJIT_SHIFT_REGISTER_ROWS", "1") != "0"
+
+
+def _shift_in_registers(ir: LoopIR, tile: TileSpec, q: int, row: int) -> bool:
+    """Whether a shifted transpose of short source rows (``row`` bytes, under a line) keeps
+    groups of one destination line's rows (q), so that its middle groups transpose, realign
+    and store in registers (``simd.tile_shift``: R = q rows) instead of through the stage.
+
+    Where the q rows hold ``SHIFT_REGISTER_GROUP_BYTES`` or more, as the 16 rows of 64 bytes
+    of f32 do: bf16 rows of 32 bytes (16 channels, 32 rows a line) went through the stage
+    in 4 KB groups at about twice a copy. Zen 3 (AVX2), one process, ratio to copy at
+    1 thread (2 threads), 4 KB groups -> one line's rows: bf16 `nCw16c -> ncw` 32x1024x1000
+    2.10 -> 1.20 (1.47 -> 0.97), `nChw16c -> nchw` 32x64x299x57 1.81 -> 1.08 (3.08 ->
+    1.19), `nhwc -> nchw` C = 16 16x16x300x299 2.20 -> 1.18 (1.24 -> 0.92), C = 24 1.78 ->
+    0.96 (1.25 -> 0.73), `ab -> ba` 4000003x16 1.87 -> 0.98. Smaller line groups lost:
+    512 bytes (f32 `nChw8c -> nchw` 0.97 -> 1.61 (0.71 -> 1.08), bf16 -> f32 `nhwc -> nchw`
+    C = 16 1.07 -> 3.15), 768 (f32 C = 12) a draw. Same type only: f32 -> bf16 `nwc -> ncw`
+    C = 13 (rows of 52 bytes) lost, 1.78 -> 3.07 (2.77 -> 3.67).
+    """
+    dst, src = ir.operands[0].dtype, ir.operands[1].dtype
+    if not SHIFT_REGISTER_ROWS or tile.R != q or q * row < SHIFT_REGISTER_GROUP_BYTES or src != dst:
+        return False
+    from .simd import tile_shift_supported
+
+    return tile_shift_supported(src, dst)
 
 
 def _rows_follow(a: Node, b: Node, run: int = 1) -> bool:

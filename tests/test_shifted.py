@@ -17,6 +17,7 @@ import pytest
 import layoutjit as lj
 import layoutjit.plan as plan_mod
 import reference as ref
+from layoutjit.compiler import build
 
 M = lj.MemoryDesc
 
@@ -78,6 +79,30 @@ def test_short_rows_take_long_groups(shifted_nt, dims, dt, group):
     x = ref.random_raw(s.get_size() // s.dtype.size, dt, rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 16, 40, 1}))
+
+
+@pytest.mark.parametrize("dims,stag,dtag,dt,registers", [
+    ((2, 16, 9, 23), "nChw16c", "nchw", "bf16", True),   # rows of 32 B: 32 of them make 1 KB
+    ((1, 24, 7, 29), "nhwc", "nchw", "f16", True),       # rows of 48 B
+    ((2, 8, 9, 23), "nhwc", "nchw", "bf16", False),      # rows of 16 B: 512 B a line's rows
+])
+def test_half_line_rows_realign_in_registers(shifted_nt, monkeypatch, dims, stag, dtag, dt, registers):
+    """2-byte rows of half a line or more (``_shift_in_registers``): groups of one line's
+    rows, the middle ones transposed and realigned in registers (``simd.tile_shift``);
+    4 KB groups through the stage with the switch off; every byte either way."""
+    s, d = M(dims, dt, stag), M(dims, dt, dtag)
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, dt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    for on in (True, False):
+        monkeypatch.setattr(plan_mod, "SHIFT_REGISTER_ROWS", on)
+        k = build(s, d)  # (not compile_reorder: its cache holds the first plan)
+        assert k.plan.shifted, k.plan.describe()
+        group = plan_mod.shift_rows(k.plan.ir, k.plan.tile)
+        assert (group == 32) == (on and registers), (on, group)
+        if lj.simd.tile_shift_supported(dt):
+            assert ("tile_shift(" in k.source) == (on and registers)
+        ref.check_guarded_runs(k, x, expect, sorted({0, 2, 16, 40, 1}))
 
 
 @pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
