@@ -897,7 +897,7 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
     vty = ir.VectorType(ity, R)
     md = builder.module.add_metadata([ir.Constant(_I32, 1)])
     iota = ir.Constant(vty, list(range(R)))
-    if vbytes == 64:
+    if vbytes == 64 and dsz > 1:
         name = {4: "llvm.x86.avx512.vpermi2var.d.512", 2: "llvm.x86.avx512.vpermi2var.hi.512"}[dsz]
         perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty, vty, vty]), name)
     for c in range(V):
@@ -912,7 +912,7 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
         rp = builder.gep(dptr, [roff], inbounds=True)
         mis = builder.and_(builder.lshr(builder.ptrtoint(rp, i64), ir.Constant(i64, _log2(dsz))),
                            ir.Constant(i64, R - 1))
-        if vbytes == 64:
+        if vbytes == 64 and dsz > 1:
             h = builder.trunc(builder.sub(ir.Constant(i64, R), mis), ity)
             idx = _splat(builder, h, R)
             idx = builder.add(idx, iota)
@@ -1024,11 +1024,26 @@ def _make_tile_shift(sname: str, dname: str, R: int, V: int):
 
 def tile_shift_supported(dt, dst_dt=None) -> bool:
     """Whether :func:`tile_shift` exists for these storage types on this CPU: AVX-512 or AVX2
-    and a destination of 2 or 4 bytes (``dst_dt`` defaults to ``dt``: no conversion)."""
+    and a destination of 2 or 4 bytes, or of 1 byte from the same type (``TILE_SHIFT_BYTES``)
+    (``dst_dt`` defaults to ``dt``: no conversion)."""
     d = as_dtype(dt if dst_dt is None else dst_dt)
     if not _cv._is_x86() or not supports(dt, d):
         return False
+    if d.size == 1:
+        return ISA_VECTOR_BYTES in (32, 64) and TILE_SHIFT_BYTES and as_dtype(dt) == d
     return ISA_VECTOR_BYTES in (32, 64) and d.size in (2, 4)
+
+
+#: Whether :func:`tile_shift` also realigns 1-byte destinations of the source's type (64-row
+#: tiles, one line of bytes a column; the switch of constant shuffles on any ISA: AVX-512's
+#: byte permute of two sources needs VBMI) (``LAYOUTJIT_TILE_SHIFT_BYTES=0``: 2- and 4-byte
+#: only). Zen 3 (AVX2), one process, ratio to copy at 1 thread (2 threads), 4 KB groups
+#: through the stage -> registers: s8 `ndhwc -> ncdhw` 256x200x7x17x17 3.59 -> 2.11 (3.63 ->
+#: 2.03), `ab -> ba` 2000003x64 2.75 -> 1.53 (1.96 -> 1.52), 2000003x40 2.55 -> 1.79 (1.92
+#: -> 1.57), u8 `nCw16c -> ncw` 64x1024x1000 2.30 -> 1.90 (1.56 -> 1.27), 4000003x24 2.02
+#: -> 1.70 (2.08 -> 1.57). Narrowing f32 -> s8 / u8 was a draw (3000x777 2.97 -> 3.30,
+#: 3000x4096 4.39 -> 3.84): those keep the stage.
+TILE_SHIFT_BYTES = os.environ.get("LAYOUTJIT_TILE_SHIFT_BYTES", "1") != "0"
 
 
 def tile_shift(dt, dst_dt=None, *, V: int | None = None):
@@ -1041,8 +1056,8 @@ def tile_shift(dt, dst_dt=None, *, V: int | None = None):
     element size."""
     d = as_dtype(dt if dst_dt is None else dst_dt)
     if not tile_shift_supported(dt, d):
-        raise ValueError(f"tile_shift: needs AVX2 or AVX-512 and a 2- or 4-byte destination, "
-                         f"got {dt} -> {d}")
+        raise ValueError(f"tile_shift: needs AVX2 or AVX-512 and a 2- or 4-byte destination "
+                         f"(or 1-byte of the same type), got {dt} -> {d}")
     R = 64 // d.size
     V = R if V is None else int(V)
     if not 1 <= V <= MAX_TILE:

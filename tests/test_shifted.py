@@ -43,7 +43,7 @@ CASES = [
     ((70, 45), "ab", "ba", "f32", "bf16", True),        # 2-byte lines (32 elements), conversion
     ((41, 23), "ab", "ba", "f64", "f64", True),         # 8-byte elements
     ((66, 19), "ab", "ba", "bf16", "bf16", True),
-    ((2, 150, 37), "abc", "acb", "s8", "s8", True),     # 1-byte lines: 64 rows a group, stage only
+    ((2, 150, 37), "abc", "acb", "s8", "s8", True),     # 1-byte lines: 64 rows a group
     ((2, 139, 20), "abc", "acb", "f32", "u8", True),    # 1-byte, narrowed; 20 rows, tail block
     ((2, 150, 8), "abc", "acb", "u8", "u8", False),     # 1-byte, 8 rows: SHIFT_MIN_BYTE_ROWS
     ((2, 9, 35, 21), "abcd", "abdc", "f32", "s8", False),  # 1-byte rows of 35: under two groups
@@ -85,9 +85,11 @@ def test_short_rows_take_long_groups(shifted_nt, dims, dt, group):
     ((2, 16, 9, 23), "nChw16c", "nchw", "bf16", True),   # rows of 32 B: 32 of them make 1 KB
     ((1, 24, 7, 29), "nhwc", "nchw", "f16", True),       # rows of 48 B
     ((2, 8, 9, 23), "nhwc", "nchw", "bf16", False),      # rows of 16 B: 512 B a line's rows
+    ((2, 16, 19, 23), "nChw16c", "nchw", "s8", True),    # 1-byte rows of 16 B: 64 make 1 KB
 ])
 def test_half_line_rows_realign_in_registers(shifted_nt, monkeypatch, dims, stag, dtag, dt, registers):
-    """2-byte rows of half a line or more (``_shift_in_registers``): groups of one line's
+    """Rows under a line whose line of rows holds 1 KB or more (``_shift_in_registers``;
+    1-byte rows of 16 bytes and more always do): groups of one line's
     rows, the middle ones transposed and realigned in registers (``simd.tile_shift``);
     4 KB groups through the stage with the switch off; every byte either way."""
     s, d = M(dims, dt, stag), M(dims, dt, dtag)
@@ -99,7 +101,7 @@ def test_half_line_rows_realign_in_registers(shifted_nt, monkeypatch, dims, stag
         k = build(s, d)  # (not compile_reorder: its cache holds the first plan)
         assert k.plan.shifted, k.plan.describe()
         group = plan_mod.shift_rows(k.plan.ir, k.plan.tile)
-        assert (group == 32) == (on and registers), (on, group)
+        assert (group == 64 // d.dtype.size) == (on and registers), (on, group)
         if lj.simd.tile_shift_supported(dt):
             assert ("tile_shift(" in k.source) == (on and registers)
         ref.check_guarded_runs(k, x, expect, sorted({0, 2, 16, 40, 1}))
@@ -111,10 +113,12 @@ def test_half_line_rows_realign_in_registers(shifted_nt, monkeypatch, dims, stag
     ((2, 100, 35), "abc", "acb", "f32", "f16"),
     ((3, 70, 50), "abc", "acb", "s32", "s32"),    # 16x16, 4-byte integers
     ((90, 53), "ab", "ba", "bf16", "f32"),        # widened after the network, then realigned
+    ((2, 150, 70), "abc", "acb", "s8", "s8"),     # 1-byte lines: 64x8 tiles (simd.TILE_SHIFT_BYTES)
+    ((140, 64), "ab", "ba", "u8", "u8"),
 ])
-def test_register_realignment_of_two_and_four_byte_rows(shifted_nt, dims, stag, dtag, sdt, ddt):
+def test_register_realignment_of_rows(shifted_nt, dims, stag, dtag, sdt, ddt):
     """Middle row groups of full blocks are transposed, realigned with the row's carry and
-    stored as whole NT lines in registers (``simd.tile_shift``) for 2- and 4-byte
+    stored as whole NT lines in registers (``simd.tile_shift``) for 1-, 2- and 4-byte
     destinations, conversions included; every byte at every destination offset."""
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
     k = lj.compile_reorder(s, d)

@@ -931,7 +931,8 @@ def test_tile_shift_row_prefetch_level(dt, V, hint):
     assert re.search(rf"\b{hint}\b", asm) and not re.search(rf"\b{other}\b", asm)
 
 
-@pytest.mark.parametrize("dt, V", [("f32", 8), ("f32", 16), ("s32", 5), ("bf16", 32), ("f16", 16)])
+@pytest.mark.parametrize("dt, V", [("f32", 8), ("f32", 16), ("s32", 5), ("bf16", 32), ("f16", 16),
+                                   ("s8", 8), ("u8", 16)])
 def test_tile_shift_realigns_every_offset(dt, V):
     """``tile_shift``: for destination rows at every offset within a line (a row stride of
     R + 1 elements walks through all R), the stored line is the row's carry tail followed
@@ -939,17 +940,18 @@ def test_tile_shift_realigns_every_offset(dt, V):
     become the carry; nothing else is written."""
     if not simd._cv._is_x86() or not simd.tile_shift_supported(dt):
         pytest.skip(f"tile_shift of {dt} needs x86 AVX2 or AVX-512")
-    R = 64 // (4 if dt in ("f32", "s32") else 2)
+    st = {"f32": np.float32, "s32": np.int32, "s8": np.int8, "u8": np.uint8}.get(dt, np.uint16)
+    esz = np.dtype(st).itemsize
+    R = 64 // esz
     dstride, sstride = R + 1, R + 5
     ts = simd.tile_shift(dt, V=V)
-    st = {"f32": np.float32, "s32": np.int32}.get(dt, np.uint16)
     rng = np.random.default_rng(7)
-    esz = np.dtype(st).itemsize
-    src = rng.integers(0, 16000, R * sstride + V).astype(st)  # finite as bf16 and f16 bits too
+    top = 100 if esz == 1 else 16000  # finite as bf16 and f16 bits too
+    src = rng.integers(0, top, R * sstride + V).astype(st)
     raw = np.zeros((V * dstride + 2 * R) * esz + 64, np.uint8)
     a0 = (-raw.ctypes.data) % 64
     dst = raw[a0:a0 + (V * dstride + 2 * R) * esz].view(st)
-    carry = rng.integers(0, 16000, V * R).astype(st)
+    carry = rng.integers(0, top, V * R).astype(st)
     doff = R  # rows start at R + c*(R + 1): every misalignment once over R rows
     exp = dst.copy()
     newc = carry.copy()
