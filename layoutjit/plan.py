@@ -39,7 +39,7 @@ Passes, in order (each is a function from IR to IR you can call and print):
    or more apart read 256 rows per macro tile (``_wide_groups``; fewer where that
    would leave fewer than 4 jobs to share: ``_wide_group_tiles``); misaligned
    destination rows are realigned onto whole lines (``Plan.shifted``: in registers
-   with a per-row carry for 2- and 4-byte destinations, ``simd.tile_shift``), or,
+   with a per-row carry, ``simd.tile_shift``; 1-byte ones of the source's type too), or,
    when they are short and follow one another (nhwc -> nchw 7x7), a block of V rows
    is staged and written as one run of whole lines (``Plan.panel``; with 32-byte
    vectors a job stages many blocks, up to a whole image, filled a strip of source
@@ -58,7 +58,8 @@ Passes, in order (each is a function from IR to IR you can call and print):
    32-byte vectors only). The hardware fetches short-row blocks slowly when the tiles sweep
    them a column step at a time; so do runs packed several to a line (nhwc ->
    nChw8c, f32 -> bf16 into nChw16c) and realigned transposes (``shift_prefetch``;
-   rows shorter than a line take groups of 4 KB, ``shift_rows``). Stores that are
+   rows shorter than a line take groups of 4 KB, ``shift_rows``, unless a line's rows
+   hold 1 KB and realign in registers, ``_shift_in_registers``). Stores that are
    pieces of lines become whole lines where the pieces can be regrouped: packed runs
    into columns that start inside a line cut their calls at the lines
    (``Plan.line_phases``: nChw8c -> nhwc, C=200; a job that starts inside a line takes a
@@ -1407,15 +1408,16 @@ def _far_rows_moved(ir: LoopIR, tile: TileSpec, outer: list[Node], k: int, per_s
     return outer
 
 
-#: Count the tile calls of one outer step in ``_far_rows_order`` (its column tiles and row
-#: groups), not the steps alone (``LAYOUTJIT_FAR_ROWS_CALLS=0``: steps, for A/B runs).
+#: Count the tile calls of one outer step in ``_far_rows_order`` (the column tiles that share
+#: a line of far source rows, ``_tile_calls_per_step``), not the steps alone
+#: (``LAYOUTJIT_FAR_ROWS_CALLS=0``: steps, for A/B runs).
 FAR_ROWS_CALLS = os.environ.get("LAYOUTJIT_FAR_ROWS_CALLS", "1") != "0"
 
 
 def _tile_calls_per_step(ir: LoopIR, tile: TileSpec) -> int:
     """Tile calls inside one step of the outer loops, counted where they split source rows
-    of at most a line between them (column tiles over B; tiles of one index digit's rows);
-    else 1.
+    of at most a line between them (column tiles over B) and the rows are far apart (one
+    index digit, not following one another); else 1.
 
     `Goihw16g -> gOIhw16o16i` f32 256x16x256x5x5: 16x8 tiles, two to the 16 g of a source
     row, 16 o steps between two steps of hw (which continues the rows): 32 calls, 256
@@ -3444,7 +3446,9 @@ def _shift_in_registers(ir: LoopIR, tile: TileSpec, q: int, row: int) -> bool:
     0.96 (1.25 -> 0.73), `ab -> ba` 4000003x16 1.87 -> 0.98. Smaller line groups lost:
     512 bytes (f32 `nChw8c -> nchw` 0.97 -> 1.61 (0.71 -> 1.08), bf16 -> f32 `nhwc -> nchw`
     C = 16 1.07 -> 3.15), 768 (f32 C = 12) a draw. Same type only: f32 -> bf16 `nwc -> ncw`
-    C = 13 (rows of 52 bytes) lost, 1.78 -> 3.07 (2.77 -> 3.67).
+    C = 13 (rows of 52 bytes) lost, 1.78 -> 3.07 (2.77 -> 3.67). 1-byte rows (64 a line,
+    16 bytes and up) always hold 1 KB: they realign in registers wherever ``tile_shift``
+    takes bytes (``simd.TILE_SHIFT_BYTES``).
     """
     dst, src = ir.operands[0].dtype, ir.operands[1].dtype
     if not SHIFT_REGISTER_ROWS or tile.R != q or q * row < SHIFT_REGISTER_GROUP_BYTES or src != dst:

@@ -882,7 +882,8 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
     at ``carry[coff + R*c]``: the line ``C[R-mis:] ++ N[:R-mis]`` (just N when mis =
     0) is stored non-temporally at ``doff + c*dstride - mis`` -- aligned -- by one
     two-source permute with AVX-512 (``vpermi2d`` / ``vpermi2w``), by a switch on mis to
-    constant shuffles with AVX2 (:func:`_realign_switch`), and N becomes the carry.
+    constant shuffles with AVX2 and for bytes on any ISA (:func:`_realign_switch`; the byte
+    permute ``vpermi2b`` needs VBMI), and N becomes the carry.
     """
     dsz = d.size
     i64 = soff.type
