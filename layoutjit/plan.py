@@ -1372,8 +1372,8 @@ def _far_rows_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
     if k is None:
         return None
     # the calls of a step counted first (FAR_ROWS_CALLS), else the steps alone
-    counts = [_tile_calls_per_step(ir, tile)] if FAR_ROWS_CALLS else []
-    for per_step in [c for c in counts if c > 1] + [1]:
+    calls = _tile_calls_per_step(ir, tile) if FAR_ROWS_CALLS else 1
+    for per_step in sorted({calls, 1}, reverse=True):
         moved = _far_rows_moved(ir, tile, outer, k, per_step)
         if moved is not None:
             return ir.with_nodes(moved + list(ir.nodes[first:]), "far_rows_order")

@@ -1030,9 +1030,9 @@ def tile_shift_supported(dt, dst_dt=None) -> bool:
     d = as_dtype(dt if dst_dt is None else dst_dt)
     if not _cv._is_x86() or not supports(dt, d):
         return False
-    if d.size == 1:
-        return ISA_VECTOR_BYTES in (32, 64) and TILE_SHIFT_BYTES and as_dtype(dt) == d
-    return ISA_VECTOR_BYTES in (32, 64) and d.size in (2, 4)
+    if ISA_VECTOR_BYTES not in (32, 64):
+        return False
+    return d.size in (2, 4) or (d.size == 1 and TILE_SHIFT_BYTES and as_dtype(dt) == d)
 
 
 #: Whether :func:`tile_shift` also realigns 1-byte destinations of the source's type (64-row
