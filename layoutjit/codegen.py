@@ -1857,6 +1857,12 @@ class KernelWriter:
                     gb = base if base != "0" else str(first_row)
                     self.w.put(d2, f"{pf}(src, {offs[1]} + ({gb} + {G}) * {sA} + ({cexpr}) * {G * L.extent}"
                                    f" + {rel * L.extent})")
+                if self.plan.job_prefetch and self._job_src is not None and any(v for v, _ in lens):
+                    # this call's share of the next job's source block (Plan.job_prefetch)
+                    nxt, span = self.plan.job_prefetch, self.plan.job_stage
+                    pf = self._micro(("prefetch", _whole_lines(R * L.extent * self.ops[1].dtype.size), True))
+                    pos = f"({do})" if nxt == span else f"({do}) * {nxt} // {span}"
+                    self.w.put(d2, f"{pf}(src, {self._job_src} + {nxt} + {pos})")
                 reads = [run_readable(r, c_first) for r in rows]
                 self._emit_runs(d2, so, do, sA, L, lens, nt, dsz, A, xo, out, reads)
 

@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -1519,6 +1520,80 @@ def _line_share_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
     return ir.with_nodes(nodes + list(ir.nodes[k:]), "line_share")
 
 
+def _line_split_order(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec] | None:
+    """The outer step that continues the tiles' source rows within their lines, split at a
+    line and its steps within a line moved innermost (just outside the tile), where in the
+    order as it is the source lines the tiles touch between two of its steps overload L2
+    (``_lines_overload_l2``): each line is then read whole by consecutive tiles.
+
+    u8 `hwio -> OIhw4o4i` 49152x40x7x7: 4x4 tiles read 4 bytes of 4 rows (i) 48 KB apart;
+    the o-blocks (4 bytes apart in the source) were the outermost loop, so each source line
+    was read by 16 o-blocks, a sweep of 1960 rows apart. Those rows fall in 4 of the L2's
+    sets (48 KB and 1.9 MB strides), so no line survived to its next o-block. Also after
+    ``_line_share_order``, whose place can leave such rows (s8 `hwio -> OIhw4o4i` 512x512x5x5:
+    25 hw rows 256 KB apart inside the moved o-blocks). Not where the split steps' destination
+    lines would overload an L1 set (u8 256x2048x3x3, 16 lines 72 KB apart, lost 3.2 -> 8.3).
+
+    A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), without -> with, oneDNN's
+    last: that u8 pair 25.9-28.5 (17.5-18.0) -> 3.05-3.73 (2.03-2.52), oneDNN 19.8-21.6
+    (13.3-13.9); s8 49152x40x3x3 19.6 (19.4) -> 2.6 (2.8), oneDNN 24.7; s8 512x512x5x5 11.3
+    (11.3) -> 2.8 (2.8), oneDNN 18.8; u8 `Ohwi4o -> iohw` 512x512x5x5 49.6-52.2 (52.1-55.4)
+    -> 9.6 (8.9-10.2), oneDNN 28.2 (28.5); u8 `Ohwi8o -> iohw` 768x256x7x7 21.9-24.3
+    (25.6-27.0) -> 11.8-12.3 (12.5-13.9), oneDNN 15.1 (15.7); s8 `Ohwi16o -> iohw`
+    512x1024x7x7 10.7-11.3 (7.8-12.7) -> 7.0-7.2 (5.7-8.5), oneDNN 8.3 (10.4); bf16 `hwio ->
+    OIhw4o4i` 512x1024x7x7 3.3-3.6 (2.2-2.3) -> 2.8-2.9 (1.9-2.0), f32 -> bf16 14336x96x5x3
+    5.7-6.0 (4.1-4.2) -> 5.0-5.1 (3.4-3.6). 31 of 6649 listed and generated pairs changed;
+    of the 17 measured, one lost at 1 thread: bf16 `hwio -> OIhw4o4i` 256x2048x3x3 (9 MB,
+    8 destination lines in one L1 set) 3.35 (3.32) -> 4.75 (3.29)."""
+    if (not LINE_SPLIT or tile.kind != "transpose" or not tile.rows_contiguous
+            or tile.c is not None or tile.a2 is not None or tile.b is None):
+        return None
+    ssz = ir.operands[1].dtype.size
+    if tile.V * ssz >= 64 or _nt_possible(ir, tile):
+        return None
+    k = min(tile.nodes)
+    outer = list(ir.nodes[:k])
+    if any(s is None for m in outer for s in m.strides):
+        return None
+    near = [i for i, n in enumerate(outer) if 0 < abs(n.strides[1] or 0) * ssz < 64 and not _guarded(ir, n)]
+    if len(near) != 1:
+        return None
+    c = near[0]
+    step = abs(outer[c].strides[1] or 0) * ssz
+    q = 64 // step
+    if 64 % step or outer[c].extent % q or outer[c].extent == q or c == len(outer) - 1:
+        return None
+    a = ir.nodes[tile.a]
+    rows = [(a.strides[1] or 0, min(a.extent, tile.R * tile.M))]
+    if not _lines_overload_l2(ir, rows + [(m.strides[1] or 0, m.extent) for m in outer[c + 1:]]):
+        return None
+    hi, lo = outer[c].split(q)
+    dsz = ir.operands[0].dtype.size
+    if lines_per_l1_set(j * (lo.strides[0] or 0) * dsz for j in range(q)) > L1_WAYS:
+        return None  # (the steps' destination lines would fill an L1 set: see LINE_SPLIT)
+    nodes = outer[:c] + [hi] + outer[c + 1:] + [lo]
+    return (ir.with_nodes(nodes + list(ir.nodes[k:]), "line_split"),
+            replace(tile, a=tile.a + 1, b=tile.b + 1))
+
+
+def _lines_overload_l2(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> bool:
+    """Whether the source lines that loops of (source stride, extent) reach hold more than
+    ``LINE_SHARE_BYTES``, or more lines in one L2 set than it has ways."""
+    ssz = ir.operands[1].dtype.size
+    if LINE_SHARE_BYTES and math.prod(e for _, e in loops) * 64 >= LINE_SHARE_BYTES:
+        return True
+    offs = [0]
+    for stride, extent in loops:
+        offs = [o + j * stride for o in offs for j in range(extent)]
+    lines = {o * ssz // 64 for o in offs}
+    sets = Counter(x % max(1, L2_SET_PERIOD // 64) for x in lines)
+    return max(sets.values()) > L2_WAYS
+
+
+#: Outer steps that continue the tiles' source rows split at a line (``_line_split_order``).
+LINE_SPLIT = os.environ.get("LAYOUTJIT_LINE_SPLIT", "1") != "0"
+
+
 #: Source lines (bytes) the tiles inside an outer step that shares their source lines touch
 #: (tiles x rows x 64 B), from which that step moves inward (``_line_share_order``; 0:
 #: never): 3/4 of Zen 3's L2. At 295 KB it was mixed (`OIhw8i16o2i -> oihw` 1024x1024x3x3,
@@ -2218,15 +2293,16 @@ def _line_rows_two(ir: LoopIR, nodes: list[Node], ia: int, ib: int, i2: int, k: 
     oihw` 512x512x7x7 (2.1-2.3 / 1.9, its 200 KB periods prefetched only from
     ``PREFETCH_PERIOD_MAX_BLOCK`` 256 KB: 1.9 (1.7)), kernels bound by the conversion."""
     a, b, n = nodes[ia], nodes[ib], nodes[i2]
-    if not LINE_ROWS_TWO or k % n.extent or (a.dim is not None and ir.dims[a.dim].guarded):
+    if not LINE_ROWS_TWO or k % n.extent or _guarded(ir, n):
         return None
     k3 = k // n.extent
     for i3, m in enumerate(nodes):
         if (i3 in (ia, ib, i2) or m.strides[0] != a.extent * n.extent or m.extent % k3
                 or any(s is None for s in m.strides)):
             continue
-        if any(x.dim is not None and ir.dims[x.dim].guarded for x in (n, m)):
-            return None
+        if _guarded(ir, a) or _guarded(ir, m):
+            if not (PADDED_LINE_ROWS_TWO and _whole_padded_lines(ir, a, m, k3)):
+                return None
         lo, rest = _split_lightest(nodes, i3, k3, (ia, ib, i2))
         r = len(rest)
         spec = TileSpec("transpose", r + 2, r + 3, q, min(b.extent, lanes), 1, False, a2=r + 1, a3=r)
@@ -2236,6 +2312,25 @@ def _line_rows_two(ir: LoopIR, nodes: list[Node], ia: int, ib: int, i2: int, k: 
 
 #: Line rows over two destination nodes (``_line_rows_two``).
 LINE_ROWS_TWO = os.environ.get("LAYOUTJIT_LINE_ROWS_TWO", "1") != "0"
+
+
+def _whole_padded_lines(ir: LoopIR, a: Node, m: Node, k3: int) -> bool:
+    """Whether the padded dims of A and A3 (``_line_rows_two``) leave every period all data or
+    all padding: A3lo holds its dim's lightest steps (after A's, when A is of its dim), and
+    the dim's data and written ends fall on whole periods of it, so the outer digits' states
+    (full or zero) place each tile and no row is half data (u8 `oihw -> OIhw8i16o2i` with
+    I = 100 of 112: a line is 2i x 16o x 2i, 4 i, and 100 is a number of them)."""
+    same = a.dim is not None and a.dim == m.dim
+    if _guarded(ir, a) and not same:
+        return False
+    step = a.extent * k3 if same else k3
+    r = ir.dims[m.dim] if m.dim is not None else None
+    return (r is not None and m.weight == (a.extent if same else 1) and (not same or a.weight == 1)
+            and r.valid % step == 0 and r.write % step == 0)
+
+
+#: Line rows over two destination nodes whose A or A3 is padded (``_whole_padded_lines``).
+PADDED_LINE_ROWS_TWO = os.environ.get("LAYOUTJIT_PADDED_LINE_ROWS_TWO", "1") != "0"
 
 
 def _padded_line_digit(ir: LoopIR, nodes: list[Node], ia: int, q: int) -> bool:
@@ -2620,6 +2715,11 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
             ir = shared
             notes.append("tiles read parts of source lines whose rest an outer step reads once they "
                          "have left L2: that step just outside the steps that complete destination lines")
+        split = _line_split_order(ir, tile)
+        if split is not None:
+            ir, tile = split
+            notes.append("tiles read parts of source lines far apart, whose rest an outer step reads "
+                         "once they have left the caches: that step split at a line, its part innermost")
     dst = ir.operands[0]
     total = ir.total
     moved = total * (dst.dtype.size + ir.operands[1].dtype.size)
@@ -3088,6 +3188,19 @@ def job_line_groups(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec, int] 
 #: the largest block, in bytes.
 JOB_PREFETCH = os.environ.get("LAYOUTJIT_JOB_PREFETCH", "1") != "0"
 JOB_PREFETCH_MAX_BYTES = 64 * 1024
+#: ... for tiles of runs too (kind "lines", since the thirty-sixth session), where each job's
+#: block holds ``JOB_PREFETCH_LINES_MIN_BYTES`` or more and the reorder moves at least the
+#: LLC's size. f32 `OIhw4o4i -> OIhw8i16o2i` 49152x16x5x5 (75 MB): a job (16 o, 25 KB of
+#: source and of destination) gathers 8-byte runs of 16 source lines per hw step across the
+#: block. A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), without -> with: 1.95
+#: (1.43) -> 0.88 (0.89), oneDNN 1.93 (1.47), which had been ahead; `OIhw8i16o2i ->
+#: OIhw4o4i` 65536x24x3x7 (147 MB) 1.91 (1.35) -> 1.02 (0.88). Blocks of 256 B (s8
+#: `OIhw4i16o4i -> OIhw16o16i` 13312x384x3x5 0.83 -> 0.90, u8 `OIhw16o16i -> OIhw8i16o2i`
+#: 512x1024x7x7 1.95 -> 2.10) and tensors in cache (bf16 -> f32 `OIhw16o16i -> ohwi`
+#: 6144x24x3x7, 25 MB, 1.69 (1.38) -> 1.78 (1.60)) lost.
+JOB_PREFETCH_KINDS = (("transpose", "lines") if os.environ.get("LAYOUTJIT_JOB_PREFETCH_LINES", "1") != "0"
+                      else ("transpose",))
+JOB_PREFETCH_LINES_MIN_BYTES = 4096
 
 
 def job_prefetch(plan: Plan) -> int:
@@ -3111,7 +3224,7 @@ def job_prefetch(plan: Plan) -> int:
     """
     t = plan.tile
     if (not JOB_PREFETCH or not plan.job_stage or plan.prefetch or t is None
-            or t.kind != "transpose" or t.a2 is not None or t.c is not None):
+            or t.kind not in JOB_PREFETCH_KINDS or t.a2 is not None or t.c is not None):
         return 0
     ir = plan.ir
     outer = outer_nodes(ir, t)
@@ -3125,6 +3238,9 @@ def job_prefetch(plan: Plan) -> int:
     a, b = ir.nodes[t.a], ir.nodes[t.b]
     if _rows_follow(a, b) and b.extent * ssz >= 64:
         return 0  # (a few streams of whole lines, which the hardware follows)
+    if t.kind == "lines" and (size * ssz < JOB_PREFETCH_LINES_MIN_BYTES
+                              or ir.total * (ssz + ir.operands[0].dtype.size) < llc_bytes()):
+        return 0  # (lines plans: blocks of a few KB from memory only; see JOB_PREFETCH_KINDS)
     return ahead if ahead and size == ahead and size * ssz <= JOB_PREFETCH_MAX_BYTES else 0
 
 

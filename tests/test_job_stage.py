@@ -129,6 +129,8 @@ def test_job_line_groups_are_exact(nt_everywhere, plans_32, monkeypatch, dims, s
     ((65536, 128, 3, 3), "Ohwi16o", "OIhw4o4i", "u8", 18432),
     ((256, 512, 7, 7), "nchw", "nChw8c", "f32", 0),           # rows of 196 B that follow
     ((4096, 64, 5, 7, 1), "ncdhw", "nCdhw8c", "f32", 0),      # ... of 140 B
+    ((49152, 16, 5, 5), "OIhw4o4i", "OIhw8i16o2i", "f32", 6400),  # runs ("lines"), 25 KB blocks
+    ((13312, 384, 3, 5), "OIhw4i16o4i", "OIhw16o16i", "s8", 0),   # runs, blocks of 256 B
 ])
 def test_job_prefetch_at_real_sizes(plans_32, monkeypatch, dims, stag, dtag, sdt, ahead):
     """Staged jobs whose source block is dense and followed by the next job's prefetch
@@ -139,6 +141,28 @@ def test_job_prefetch_at_real_sizes(plans_32, monkeypatch, dims, stag, dtag, sdt
     assert p.job_stage > 0 and p.job_prefetch == ahead, p.describe()
     assert ("next job's source block" in p.describe()) == bool(ahead)
     monkeypatch.setattr(plan_mod, "JOB_PREFETCH", False)
+    assert plan_of(s, d).job_prefetch == 0
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
+    ((1024, 16, 5, 5), "OIhw4o4i", "OIhw8i16o2i", "f32", "f32"),
+    ((1024, 24, 3, 7), "OIhw8i16o2i", "OIhw4o4i", "f32", "f32"),
+])
+def test_job_prefetch_of_runs_is_exact(nt_everywhere, plans_32, monkeypatch, dims, stag, dtag, sdt, ddt):
+    """Staged plans of runs (kind "lines") prefetch the next job's block too (the LLC's size
+    lowered to take these small tensors); off with ``JOB_PREFETCH_LINES``."""
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert p.tile.kind == "lines" and p.job_stage > 0 and p.job_prefetch > 0, p.describe()
+    assert "prefetch(" in k.source
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+    monkeypatch.setattr(plan_mod, "JOB_PREFETCH_KINDS", ("transpose",))
     assert plan_of(s, d).job_prefetch == 0
 
 

@@ -65,3 +65,37 @@ def test_line_rows_two_are_exact(plans_32, nt_everywhere, dims, stag, dtag, sdt,
     p = k.plan
     assert p.nt and p.tile.a3 is not None, p.describe()
     ref.check_exact_at_offsets(k, sum(dims))
+
+
+def test_padded_dims_of_whole_periods(plans_32, monkeypatch):
+    # u8 oihw -> OIhw8i16o2i, I = 100 of 112: a line is A3 (2 of the 8i) x A2 (16o) x A (2i),
+    # 4 i, and 100 is a number of them: every period is data or padding (_whole_padded_lines)
+    p = plan_of((64, 100, 7, 7), "oihw", "OIhw8i16o2i", "u8", "u8")
+    t = p.tile
+    assert t.a3 is not None, p.describe()
+    a, a2, a3 = (p.ir.nodes[i] for i in (t.a, t.a2, t.a3))
+    assert (a.extent, a2.extent, a3.extent) == (2, 16, 2) and a.dim == a3.dim, p.describe()
+    # I = 102: the last period would be half data: no line rows over two nodes
+    p = plan_of((64, 102, 7, 7), "oihw", "OIhw8i16o2i", "u8", "u8")
+    assert p.tile.a3 is None, p.describe()
+    monkeypatch.setattr(plan_mod, "PADDED_LINE_ROWS_TWO", False)
+    p = plan_of((64, 100, 7, 7), "oihw", "OIhw8i16o2i", "u8", "u8")
+    assert p.tile.a3 is None, p.describe()
+
+
+PADDED_CASES = [
+    ((16, 100, 7, 7), "oihw", "OIhw8i16o2i", "u8", "u8"),
+    ((16, 100, 7, 7), "oihw", "OIhw8i16o2i", "f32", "s8"),
+    ((16, 102, 7, 7), "oihw", "OIhw8i16o2i", "s8", "s8"),       # half-data period: other tiles
+    ((2, 16, 100, 5, 5), "goihw", "gOIhw8i16o2i", "s8", "s8"),
+    ((16, 36, 3, 3), "oihw", "OIhw16i16o", "bf16", "bf16"),     # I = 36 of 48: 2 i a period
+]
+
+
+@pytest.mark.parametrize("switch", [True, False])
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", PADDED_CASES)
+def test_padded_line_rows_two_are_exact(plans_32, nt_everywhere, monkeypatch, switch, dims, stag,
+                                        dtag, sdt, ddt):
+    monkeypatch.setattr(plan_mod, "PADDED_LINE_ROWS_TWO", switch)
+    k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
+    ref.check_exact_at_offsets(k, sum(dims))

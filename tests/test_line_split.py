@@ -1,0 +1,75 @@
+"""Whole-block tiles reading pieces of far source rows (``plan._line_split_order``).
+
+u8 `hwio -> OIhw4o4i`: 4x4 tiles read 4 bytes from each of 4 rows (i) far apart, and the
+o-blocks that read the rest of each 64-byte source line were the outermost loop: each line
+came back 16 times, a sweep of 1960 rows apart, rows that share a few L2 sets. The o-block
+node is now split at a line, its 16 steps innermost. The tests check plans at real sizes
+(no kernel built), then force the rule onto small tensors and check every byte.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+from layoutjit.compiler import build, lower_and_plan
+
+M = lj.MemoryDesc
+
+
+def plan_of(dims, stag, dtag, sdt, ddt):
+    return lower_and_plan(M(dims, sdt, stag), M(dims, ddt, dtag), None)[1]
+
+
+def _split(p) -> bool:
+    return "line_split" in p.ir.notes
+
+
+@pytest.mark.parametrize("dims,dt,taken", [
+    ((49152, 40, 7, 7), "u8", True),
+    ((49152, 40, 3, 3), "s8", True),
+    ((512, 40, 7, 7), "u8", False),    # 1960 lines 512 B apart: they stay in L2
+])
+def test_line_split_at_real_sizes(plans_32, dims, dt, taken):
+    p = plan_of(dims, "hwio", "OIhw4o4i", dt, dt)
+    assert _split(p) == taken, p.describe()
+    if taken:
+        t = p.tile
+        inner = p.ir.nodes[min(t.nodes) - 1]
+        # the o-blocks' steps within one source line (16 of 4 bytes) just outside the tile
+        assert inner.extent == 16 and inner.strides[1] == 4, p.describe()
+        assert p.ir.nodes[0].strides[1] == 64, p.describe()
+
+
+def test_line_split_switch(plans_32, monkeypatch):
+    monkeypatch.setattr(plan_mod, "LINE_SPLIT", False)
+    assert not _split(plan_of((49152, 40, 7, 7), "hwio", "OIhw4o4i", "u8", "u8"))
+
+
+def test_lines_overload_l2():
+    ir = plan_of((64, 40, 7, 7), "hwio", "OIhw4o4i", "u8", "u8").ir
+    period, ways = plan_mod.L2_SET_PERIOD, plan_mod.L2_WAYS
+    # rows one set period apart: ways + 1 of them overload the set, ways do not
+    assert plan_mod._lines_overload_l2(ir, [(period, ways + 1)])
+    assert not plan_mod._lines_overload_l2(ir, [(period, ways)])
+    # lines next to one another fill distinct sets until LINE_SHARE_BYTES
+    assert not plan_mod._lines_overload_l2(ir, [(64, 1024)])
+    assert plan_mod._lines_overload_l2(ir, [(64, plan_mod.LINE_SHARE_BYTES // 64)])
+
+
+CASES = [
+    ((128, 40, 7, 7), "hwio", "OIhw4o4i", "u8", "u8"),
+    ((192, 12, 3, 3), "hwio", "OIhw4o4i", "s8", "s8"),
+    ((128, 24, 3, 5), "hwio", "OIhw4o4i", "s8", "u8"),
+    ((2, 128, 12, 3, 3), "hwigo", "gOIhw4o4i", "u8", "u8"),
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
+def test_line_split_is_exact(plans_32, monkeypatch, dims, stag, dtag, sdt, ddt):
+    monkeypatch.setattr(plan_mod, "_lines_overload_l2", lambda ir, loops: True)
+    k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
+    assert _split(k.plan), k.plan.describe()
+    ref.check_exact_at_offsets(k, sum(dims))
