@@ -431,7 +431,8 @@ class KernelWriter:
             w.lines.insert(buf_at, "    " * depth + f"sstage = np.empty({self.src_stage_elems}, "
                            f"np.{numba_type(self.ops[1].dtype)})")
         if self.plan.job_stage:
-            w.lines.insert(buf_at, "    " * depth + f"jstage = np.empty({self.plan.job_stage}, "
+            extra = max(1, 64 // self.ops[0].dtype.size) if self.plan.job_shift else 0
+            w.lines.insert(buf_at, "    " * depth + f"jstage = np.empty({self.plan.job_stage + extra}, "
                            f"np.{numba_type(self.ops[0].dtype)})")
         if self.stage_elems:  # Plan.row_stage; sto: its first element on a 64-byte line
             w.lines.insert(buf_at, "    " * depth + f"sto = ((-stage.ctypes.data) & 63) // {self.ops[0].dtype.size}")
@@ -915,16 +916,33 @@ class KernelWriter:
         q = max(1, 64 // self.ops[0].dtype.size)
         line = self._micro(("gather", 1, q, 1, True), str(self.ops[0].dtype), str(self.ops[0].dtype))
         w.put(depth, f"jb = {offs[0]}")
+        shift = self.plan.job_shift
+        if shift:  # the job's place in its first line (the destination's base is aligned here)
+            w.put(depth, f"sh = jb % {q}")
         self.chunk_var = None
         first = len(w.lines)
         self._job_src = offs[1]  # (Plan.job_prefetch: the tiles prefetch from this job's block on)
-        self._serial(depth, npar, order, ["0"] + list(offs[1:]), state, terms, entered, False)
+        self._serial(depth, npar, order, ["sh" if shift else "0"] + list(offs[1:]), state, terms, entered,
+                     False)
         self._job_src = None
         for i in range(first, len(w.lines)):
             assert "ctypes" not in w.lines[i], w.lines[i]
             w.lines[i] = re.sub(r"\bdst\b", "jstage", w.lines[i])
-        w.put(depth, f"for p in range(0, {span}, {q}):")
-        w.put(depth + 1, f"{line}(jstage, p, 0, dst, jb + p)")
+        if not shift:
+            w.put(depth, f"for p in range(0, {span}, {q}):")
+            w.put(depth + 1, f"{line}(jstage, p, 0, dst, jb + p)")
+        else:
+            # stage element e is destination element jb - sh + e: the partial first and last
+            # line plain (the neighbouring jobs write the rest of them), whole lines NT
+            w.put(depth, f"je = sh + {span}")
+            w.put(depth, f"e0 = min({q}, je)")
+            w.put(depth, "e1 = max(e0, je // {q} * {q})".replace("{q}", str(q)))
+            w.put(depth, "for e in range(sh, e0):")
+            w.put(depth + 1, "dst[jb - sh + e] = jstage[e]")
+            w.put(depth, f"for p in range(e0, e1, {q}):")
+            w.put(depth + 1, f"{line}(jstage, p, 0, dst, jb - sh + p)")
+            w.put(depth, "for e in range(e1, je):")
+            w.put(depth + 1, "dst[jb - sh + e] = jstage[e]")
         self.uses_nt = True
 
     def _segments_for(self, idx: int, state: dict, entered: set[int]) -> tuple[list | None, int | None, dict]:

@@ -690,6 +690,7 @@ class Plan:
     job_stage: int = 0  # NT: each job's dense destination range (elements) staged, then written as lines
     src_stage: int = 0  # a2 period lines: source runs copied this many elements apart first (src_stage())
     job_prefetch: int = 0  # job_stage: elements to the next job's dense source block, prefetched (job_prefetch())
+    job_shift: bool = False  # job_stage: jobs start anywhere in a line; partial end lines plain (job_stage())
 
     @property
     def stream_prefetch(self) -> int:
@@ -2902,14 +2903,19 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
     if (tile is not None and not nt and not (static_nt or job_align) and allow_shift
             and traffic >= nt_min_bytes(tile)):
         jstage = job_stage(ir, tile, parallel)  # (no NT possible: tiles store pieces of lines)
+        shift = False
+        if not jstage and JOB_STAGE_SHIFT and traffic >= nt_split_min_bytes(tile):
+            jstage = job_stage(ir, tile, parallel, anywhere=True)
+            shift = bool(jstage)
         if jstage:
             notes.append(f"the tiles store pieces of lines into one dense destination range per job: "
                          f"each job fills a stage of {jstage} elements (plain stores, in cache), "
-                         f"written out as whole non-temporal lines")
+                         f"written out as whole non-temporal lines"
+                         + (" (the job's partial first and last line plain)" if shift else ""))
             # split between threads below their NT threshold, the jobs store plainly, unstaged
             split_nt = traffic >= nt_split_min_bytes(tile) or not JOB_STAGE_SPLIT_PLAIN
             return Plan(ir, tile, parallel, jobs, vb, True, moved, tuple(notes), chunk, job_stage=jstage,
-                        nt_split=split_nt)
+                        nt_split=split_nt, job_shift=shift)
     if job_align and nt:
         assert tile is not None
         nt = _nt_possible(ir, tile, phases=allow_shift and _job_align_phases(ir, tile),
@@ -3244,7 +3250,35 @@ def job_prefetch(plan: Plan) -> int:
     return ahead if ahead and size == ahead and size * ssz <= JOB_PREFETCH_MAX_BYTES else 0
 
 
-def job_stage(ir: LoopIR, tile: TileSpec, parallel: int) -> int:
+#: Jobs whose destination ranges start anywhere in a line stage them too (``job_stage``
+#: with ``anywhere``, ``Plan.job_shift``): the stage starts at the job's place in its first
+#: line, the whole lines go out NT and the partial first and last line plain (the
+#: neighbouring jobs write their other parts). Only from the split NT threshold, for job
+#: ranges of ``JOB_STAGE_SHIFT_MIN_BYTES`` to ``JOB_STAGE_SHIFT_MAX_BYTES``. f32 `nCw16c ->
+#: ncw` 4096x60x55 (C = 60: 13200 B an image, 16 B on modulo a line from one to the next)
+#: took plain 16x8 tiles into rows of 220 B (C = 64 takes panels of whole lines, 1.22 (1.04)).
+#: A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), without -> with: 1.77
+#: (1.73) -> 1.29 (1.55), oneDNN 1.46 (1.80), which had been ahead; `nChw8c -> nchw`
+#: 4096x13x28x5 1.77 (1.51) -> 1.06 (0.91); `nChw8c -> nChw4c` 4096x16x7x17 2.11 (1.53) ->
+#: 0.81 (0.99); `nChw4c -> nhwc` 4096x200x1x7 2.70 (2.26) -> 1.04 (1.30); u8 `OIhw4o4i ->
+#: Ohwi8o` 102400x60x3x7 2.55 (1.81) -> 1.61 (1.10); s8 `nChw16c -> nChw4c` 4096x60x5x35
+#: 2.05 (1.48) -> 1.27 (1.26); s8 -> f32 `nCw8c -> ncw` 4096x13x299 2.38 (1.65) -> 1.85
+#: (1.42); f32 `nChw8c -> nChw4c` 4096x16x7x17 (jobs of one 8c block, 3808 B) 2.11 (1.53)
+#: -> 0.81 (0.99), 4096x200x13x3 (1248 B) 1.06 (0.99) -> 0.84 (0.90). Of the 17 listed and
+#: generated pairs it took with no limit, the smallest range lost (s8 `OIhw4o4i -> ohwi`
+#: 65536x60x1x5, 1200 B: 2.13 -> 5.90 at 2 threads), and so did the largest (s8 `nChw16c ->
+#: nChw8c` 4096x100x17x35, 61880 B, past L1: 1.25 (1.04) -> 1.58 (1.25)) and a narrowing one
+#: (f32 -> bf16 `nCw16c -> nCw8c` 4096x48x55: 1.20 -> 1.55 at 2 threads; others even):
+#: narrowing conversions keep their plain tiles. Of the 13 it takes, three lost a little:
+#: u8 `nCw16c -> ncw` 4096x56x299 2.06 (1.46) -> 2.20 (1.56), u8 `nCdhw8c -> ncdhw`
+#: 4096x4x7x17x35 1.47 (1.09) -> 1.51 (1.15), bf16 -> f32 `nCw16c -> ncw` 4096x24x299 2.32
+#: (1.46) -> 2.36 (1.60).
+JOB_STAGE_SHIFT = os.environ.get("LAYOUTJIT_JOB_STAGE_SHIFT", "1") != "0"
+JOB_STAGE_SHIFT_MIN_BYTES = 1248
+JOB_STAGE_SHIFT_MAX_BYTES = 32 * 1024
+
+
+def job_stage(ir: LoopIR, tile: TileSpec, parallel: int, anywhere: bool = False) -> int:
     """Elements of each job's destination range when a plan of plain stores can stage it
     (0: none): the job's loops write one dense range, line-aligned in every job.
 
@@ -3277,12 +3311,12 @@ def job_stage(ir: LoopIR, tile: TileSpec, parallel: int) -> int:
         return 0  # (narrowing 4x: the stores are a fifth of the traffic; f32 -> u8 lost)
     q = max(1, 64 // dsz)
     outer = outer_nodes(ir, tile)
-    if parallel < 1 or parallel > len(outer) or dst.offset0 % q:
+    if parallel < 1 or parallel > len(outer) or (dst.offset0 % q and not anywhere):
         return 0
     if any(n.strides[0] is None for n in ir.nodes):
         return 0
     jobs = [ir.nodes[i] for i in outer[:parallel]]
-    if any(_guarded(ir, n) or (n.strides[0] or 0) % q for n in jobs):
+    if any(_guarded(ir, n) or ((n.strides[0] or 0) % q and not anywhere) for n in jobs):
         return 0
     inner = [n for i, n in enumerate(ir.nodes) if i not in outer[:parallel]]
     if math.prod(n.extent for n in inner) > JOB_STAGE_MAX_ENUM:
@@ -3301,7 +3335,10 @@ def job_stage(ir: LoopIR, tile: TileSpec, parallel: int) -> int:
         keep &= x < ir.dims[d].write
     written = np.sort(off[keep])
     span = int(written.size)
-    if span == 0 or span % q or span * dsz > JOB_STAGE_BYTES:
+    if span == 0 or (span % q and not anywhere) or span * dsz > JOB_STAGE_BYTES:
+        return 0
+    if anywhere and (not JOB_STAGE_SHIFT_MIN_BYTES <= span * dsz <= JOB_STAGE_SHIFT_MAX_BYTES
+                     or dsz < ir.operands[1].dtype.size):
         return 0
     if written[0] != 0 or written[-1] != span - 1 or np.any(np.diff(written) != 1):
         return 0

@@ -175,3 +175,35 @@ def test_split_plain_jobs_are_exact(nt_everywhere, plans_32, monkeypatch):
     assert k.plan.job_stage and not k.plan.nt_split, k.plan.describe()
     assert "hi - lo ==" in k.source and "jstage" in k.source
     ref.check_exact_at_offsets(k, seed=7)
+
+
+def test_job_stage_anywhere_at_real_size(plans_32, monkeypatch):
+    """`nCw16c -> ncw` with C = 60: each image's 60 rows of 55 f32 (13200 B, jobs 16 B apart
+    modulo a line) stage whole, the partial first and last line plain (``Plan.job_shift``)."""
+    dims = (4096, 60, 55)
+    s, d = M(dims, "f32", "nCw16c"), M(dims, "f32", "ncw")
+    p = plan_of(s, d)
+    assert p.job_shift and p.job_stage == 60 * 55, p.describe()
+    assert "partial first and last line plain" in p.describe()
+    monkeypatch.setattr(plan_mod, "JOB_STAGE_SHIFT", False)
+    p = plan_of(s, d)
+    assert not p.job_shift and not p.job_stage, p.describe()
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
+    ((64, 60, 55), "nCw16c", "ncw", "f32", "f32"),       # jobs at every 16-byte place of a line
+    ((32, 20, 33), "nCw8c", "ncw", "bf16", "bf16"),
+    ((64, 13, 299), "nCw8c", "ncw", "s8", "f32"),
+    ((16, 4, 7, 1, 14), "nCdhw16c", "ncdhw", "f32", "f32"),
+])
+def test_job_stage_anywhere_is_exact(nt_everywhere, plans_32, monkeypatch, dims, stag, dtag, sdt, ddt):
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "nt_split_min_bytes", lambda tile: 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert p.job_shift and p.job_stage > 0, p.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, d.dtype.size, 64 - d.dtype.size])

@@ -599,6 +599,7 @@ def test_block_tiles_take_whole_lines(monkeypatch, dims, dt, V32):
         assert t.V == V and (t.R * t.V * esz) % 64 == 0 and p.nt, p.describe()
     with monkeypatch.context() as m:
         m.setattr(plan_mod, "BLOCK_TILE_LINES", False)
+        m.setattr(plan_mod, "JOB_STAGE_SHIFT", False)  # (which would stage the images' pieces)
         assert not plan_mod.make_plan(ir, vbytes=32).nt or V32 == 8
     k = lj.compile_reorder(src, dst)
     assert k.plan.nt and (k.plan.tile.R * k.plan.tile.V * esz) % 64 == 0, k.plan.describe()
