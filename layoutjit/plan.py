@@ -4158,7 +4158,38 @@ def _shift_better(ir: LoopIR, tile: TileSpec) -> bool:
     long_rows = b.extent * ir.operands[1].dtype.size >= PREFETCH_MAX_ROW
     if a.extent > PANEL_MAX_ROWS and long_rows and _shift_possible(ir, tile):
         return True
+    if _few_wide_rows(ir, tile) and _shift_possible(ir, tile):
+        return True
     return _prefetched_shift_better(ir, tile)
+
+
+def _few_wide_rows(ir: LoopIR, tile: TileSpec) -> bool:
+    """Whether a transpose reads source rows of at most ``SHIFT_FEW_ROWS_BYTES`` of 4-byte
+    elements, the same type on both sides (f32 `nhwc -> nchw` with C of 2 to 4): its
+    panels of C planes lose to realigned rows (``_shift_better``).
+
+    A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), panel -> realigned: f32
+    `nhwc -> nchw` 4096x4x35x35 1.45-1.55 (1.09-1.61) -> 0.76-0.84 (0.72-0.87), oneDNN 1.37
+    (1.41), which it had been even with; 8192x4x17x17 1.22 (0.97) -> 0.97 (0.91); C = 3
+    1.25 (0.95) -> 0.89 (0.85); C = 2 0.94 (1.03) -> 0.82 (0.89); 1024x4x112x112 0.66
+    (0.71) -> 0.61 (0.69). Equal from C = 8 (0.83 -> 0.86, 0.72 -> 0.71); bf16 C = 4 lost
+    (0.99 (1.02) -> 1.30 (1.40)) and keeps its panels. Only for destination rows of
+    ``SHIFT_FEW_ROWS_MIN_ROW_BYTES`` or more: `nChw4c -> nchw` (the same nest) with short
+    planes lost (4096x96x7x28, 784 B rows, 1.15 (0.83) -> 1.46 (1.08); 32x512x3x56 1.15 ->
+    1.41) and was even from 1 KB (4096x64x1x299 1.02 (0.91) -> 1.00 (0.87), 1024x60x7x56
+    0.79 (0.72) -> 0.82 (0.74), 32x192x5x55 1.08 (1.20) -> 1.10 (1.25))."""
+    if not SHIFT_FEW_ROWS_BYTES or tile.b is None:
+        return False
+    ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
+    a, b = ir.nodes[tile.a], ir.nodes[tile.b]
+    return (ssz == dsz == 4 and b.strides[1] == 1 and b.extent * ssz <= SHIFT_FEW_ROWS_BYTES
+            and a.extent * dsz >= SHIFT_FEW_ROWS_MIN_ROW_BYTES)
+
+
+#: Source rows of at most this many bytes realign rather than take panels (``_few_wide_rows``;
+#: ``LAYOUTJIT_SHIFT_FEW_ROWS_BYTES=0``: never).
+SHIFT_FEW_ROWS_BYTES = int(os.environ.get("LAYOUTJIT_SHIFT_FEW_ROWS_BYTES", 16))
+SHIFT_FEW_ROWS_MIN_ROW_BYTES = 1024
 
 
 def _prefetched_shift_better(ir: LoopIR, tile: TileSpec) -> bool:

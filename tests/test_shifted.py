@@ -20,6 +20,7 @@ import reference as ref
 from layoutjit.compiler import build
 
 M = lj.MemoryDesc
+REAL = {name: getattr(plan_mod, name) for name in ("SHIFT_MIN_ROW_BYTES", "NT_MIN_BYTES", "PANEL_MAX_BYTES")}
 
 
 @pytest.fixture(autouse=True)
@@ -265,3 +266,33 @@ def test_realigned_rows_time_the_store_kind_between_the_thresholds(monkeypatch, 
         for _ in range(store_choice.calls_to_choose()):
             np.testing.assert_array_equal(k(x), want)
         assert (k.store_choice is not None and k.store_choice.kept(threads) is not None) == tuned
+
+
+@pytest.mark.parametrize("dims,stag,dt,shifted", [
+    ((4096, 4, 35, 35), "nhwc", "f32", True),      # 16-byte source rows, 4900 B destination rows
+    ((8192, 3, 17, 17), "nhwc", "f32", True),
+    ((4096, 4, 35, 35), "nhwc", "bf16", False),    # 2-byte elements keep their panels
+    ((4096, 96, 7, 28), "nChw4c", "f32", False),   # destination rows of 784 B: panels
+])
+def test_few_wide_rows_realign(plans_32, monkeypatch, dims, stag, dt, shifted):
+    """Transposes of source rows of at most 16 bytes of 4-byte elements into destination
+    rows of 1 KB or more realign their rows instead of staging panels (``_few_wide_rows``);
+    plans at real sizes (no kernel built), the switch off."""
+    # (the real thresholds: this module's fixtures lower them)
+    for name in ("SHIFT_MIN_ROW_BYTES", "NT_MIN_BYTES", "PANEL_MAX_BYTES"):
+        monkeypatch.setattr(plan_mod, name, REAL[name])
+    s, d = M(dims, dt, stag), M(dims, dt, "nchw")
+    p = lj.compiler.lower_and_plan(s, d, None)[1]
+    assert p.shifted == shifted and p.panel != shifted, p.describe()
+    monkeypatch.setattr(plan_mod, "SHIFT_FEW_ROWS_BYTES", 0)
+    p = lj.compiler.lower_and_plan(s, d, None)[1]
+    assert p.panel and not p.shifted, p.describe()
+
+
+@pytest.mark.parametrize("dims", [(3, 4, 35, 35), (2, 3, 17, 19)])
+def test_few_wide_rows_realigned_are_exact(shifted_nt, monkeypatch, dims):
+    monkeypatch.setattr(plan_mod, "PANEL_MAX_BYTES", 1 << 20)  # (panels possible, as at real sizes)
+    s, d = M(dims, "f32", "nhwc"), M(dims, "f32", "nchw")
+    k = lj.compiler.build(s, d)
+    assert k.plan.shifted, k.plan.describe()
+    ref.check_exact_at_offsets(k, sum(dims))
