@@ -1500,16 +1500,11 @@ def _line_share_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
     (1.80) -> 1.83 (1.70). Tiles whose lines stay in L2 meanwhile lost (`IOhw16o16i ->
     oihw` 1024x1024x3x3 bf16, 37 KB of lines: 1.46 (1.45) -> 2.04 (1.81)).
     """
-    if (not LINE_SHARE_BYTES or tile.kind != "transpose" or not tile.rows_contiguous
-            or tile.c is not None or tile.a2 is not None):
+    outer = _plain_block_tiles_outer(ir, tile) if LINE_SHARE_BYTES else None
+    if outer is None:
         return None
     ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
-    if tile.V * ssz >= 64 or _nt_possible(ir, tile):
-        return None
     k = min(tile.nodes)
-    outer = list(ir.nodes[:k])
-    if any(s is None for m in outer for s in m.strides):
-        return None
     share = [i for i, n in enumerate(outer)
              if 0 < abs(n.strides[1] or 0) * ssz < 64 and not _guarded(ir, n)
              and math.prod(m.extent for m in outer[i + 1:]) * tile.R * tile.M * 64 >= LINE_SHARE_BYTES]
@@ -1519,6 +1514,21 @@ def _line_share_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
     if not share or nodes == outer:
         return None  # (nothing to move, or in place already)
     return ir.with_nodes(nodes + list(ir.nodes[k:]), "line_share")
+
+
+def _plain_block_tiles_outer(ir: LoopIR, tile: TileSpec) -> list[Node] | None:
+    """The nodes outside a transpose whose tiles write whole blocks with plain stores and read
+    pieces of source lines (``_line_share_order``, ``_line_split_order``); None for others,
+    or where an outer node's offset is computed from the index."""
+    if (tile.kind != "transpose" or not tile.rows_contiguous or tile.c is not None
+            or tile.a2 is not None):
+        return None
+    if tile.V * ir.operands[1].dtype.size >= 64 or _nt_possible(ir, tile):
+        return None
+    outer = list(ir.nodes[:min(tile.nodes)])
+    if any(s is None for m in outer for s in m.strides):
+        return None
+    return outer
 
 
 def _line_split_order(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec] | None:
@@ -1546,16 +1556,11 @@ def _line_split_order(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec] | N
     5.7-6.0 (4.1-4.2) -> 5.0-5.1 (3.4-3.6). 31 of 6649 listed and generated pairs changed;
     of the 17 measured, one lost at 1 thread: bf16 `hwio -> OIhw4o4i` 256x2048x3x3 (9 MB,
     8 destination lines in one L1 set) 3.35 (3.32) -> 4.75 (3.29)."""
-    if (not LINE_SPLIT or tile.kind != "transpose" or not tile.rows_contiguous
-            or tile.c is not None or tile.a2 is not None or tile.b is None):
+    outer = _plain_block_tiles_outer(ir, tile) if LINE_SPLIT else None
+    if outer is None or tile.b is None:
         return None
     ssz = ir.operands[1].dtype.size
-    if tile.V * ssz >= 64 or _nt_possible(ir, tile):
-        return None
     k = min(tile.nodes)
-    outer = list(ir.nodes[:k])
-    if any(s is None for m in outer for s in m.strides):
-        return None
     near = [i for i, n in enumerate(outer) if 0 < abs(n.strides[1] or 0) * ssz < 64 and not _guarded(ir, n)]
     if len(near) != 1:
         return None
