@@ -910,7 +910,9 @@ class KernelWriter:
                     terms: dict, entered: set[int]) -> None:
         """``Plan.job_stage``: the job's loops with plain stores into ``jstage`` (offsets
         relative to the job's first destination element), then the stage written to the
-        destination as whole aligned non-temporal lines."""
+        destination as whole aligned non-temporal lines. With ``Plan.job_shift`` the job may
+        start anywhere in a line: the stage starts at that place (``sh``), and the partial
+        first and last line go out plain."""
         w = self.w
         span = self.plan.job_stage
         q = max(1, 64 // self.ops[0].dtype.size)
@@ -936,7 +938,7 @@ class KernelWriter:
             # line plain (the neighbouring jobs write the rest of them), whole lines NT
             w.put(depth, f"je = sh + {span}")
             w.put(depth, f"e0 = min({q}, je)")
-            w.put(depth, "e1 = max(e0, je // {q} * {q})".replace("{q}", str(q)))
+            w.put(depth, f"e1 = max(e0, je // {q} * {q})")
             w.put(depth, "for e in range(sh, e0):")
             w.put(depth + 1, "dst[jb - sh + e] = jstage[e]")
             w.put(depth, f"for p in range(e0, e1, {q}):")

@@ -1586,7 +1586,8 @@ def _lines_overload_l2(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> bool:
     """Whether the source lines that loops of (source stride, extent) reach hold more than
     ``LINE_SHARE_BYTES``, or more lines in one L2 set than it has ways."""
     ssz = ir.operands[1].dtype.size
-    if LINE_SHARE_BYTES and math.prod(e for _, e in loops) * 64 >= LINE_SHARE_BYTES:
+    count = math.prod(e for _, e in loops)
+    if (LINE_SHARE_BYTES and count * 64 >= LINE_SHARE_BYTES) or count > LINES_OVERLOAD_MAX_ENUM:
         return True
     offs = [0]
     for stride, extent in loops:
@@ -1598,6 +1599,7 @@ def _lines_overload_l2(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> bool:
 
 #: Outer steps that continue the tiles' source rows split at a line (``_line_split_order``).
 LINE_SPLIT = os.environ.get("LAYOUTJIT_LINE_SPLIT", "1") != "0"
+LINES_OVERLOAD_MAX_ENUM = 1 << 16  # (more positions than this count as an overload)
 
 
 #: Source lines (bytes) the tiles inside an outer step that shares their source lines touch
