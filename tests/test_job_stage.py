@@ -207,3 +207,31 @@ def test_job_stage_anywhere_is_exact(nt_everywhere, plans_32, monkeypatch, dims,
     x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, [0, d.dtype.size, 64 - d.dtype.size])
+
+
+def test_staged_jobs_prefetch_their_rows(plans_32, monkeypatch):
+    """Staged jobs whose tiles' source rows follow one another prefetch the next row group
+    (``JOB_STAGE_ROW_PREFETCH``): f32 `nchw -> nChw8c` with C = 60, at its real size."""
+    dims = (2048, 60, 7, 17)
+    s, d = M(dims, "f32", "nchw"), M(dims, "f32", "nChw8c")
+    p = plan_of(s, d)
+    assert p.job_stage and p.prefetch and not p.job_prefetch, p.describe()
+    monkeypatch.setattr(plan_mod, "JOB_STAGE_ROW_PREFETCH", False)
+    p = plan_of(s, d)
+    assert p.job_stage and not p.prefetch, p.describe()
+
+
+@pytest.mark.parametrize("dims,stag,dtag,dt", [
+    ((64, 60, 7, 17), "nchw", "nChw8c", "f32"),
+    ((64, 64, 5, 5), "ohwi", "oihw", "u8"),
+])
+def test_staged_row_prefetch_is_exact(nt_everywhere, plans_32, monkeypatch, dims, stag, dtag, dt):
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    s, d = M(dims, dt, stag), M(dims, dt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert p.job_stage and p.prefetch and "prefetch(" in k.source, p.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, dt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
