@@ -947,6 +947,17 @@ class KernelWriter:
             w.put(depth + 1, "dst[jb - sh + e] = jstage[e]")
         self.uses_nt = True
 
+    def _job_prefetch(self, depth: int, do: str, elems: int) -> None:
+        """``Plan.job_prefetch``: a call's share (``elems`` source elements) of the next job's
+        source block, at its destination position in the job (offsets relative to the job
+        inside a staged job) scaled to the block; nothing outside a staged job."""
+        if not self.plan.job_prefetch or self._job_src is None:
+            return
+        nxt, span = self.plan.job_prefetch, self.plan.job_stage
+        pf = self._micro(("prefetch", _whole_lines(elems * self.ops[1].dtype.size), True))
+        pos = f"({do})" if nxt == span else f"({do}) * {nxt} // {span}"
+        self.w.put(depth, f"{pf}(src, {self._job_src} + {nxt} + {pos})")
+
     def _segments_for(self, idx: int, state: dict, entered: set[int]) -> tuple[list | None, int | None, dict]:
         """Segments of the loop over node idx, the dim they specialize, and the state to use.
 
@@ -1287,13 +1298,8 @@ class KernelWriter:
                                   self.plan.prefetch_l2))
                 self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
                                  f"({cexpr}) * {G} + ({rel}) * {V})")
-            if self.plan.job_prefetch and self._job_src is not None and Rv and Vv:
-                # this tile's share of the next job's source block: its destination position
-                # in the job (offsets relative to the job here) scaled to the block
-                nxt, span = self.plan.job_prefetch, self.plan.job_stage
-                pf = self._micro(("prefetch", _whole_lines(R * V * self.ops[1].dtype.size), True))
-                pos = f"({do})" if nxt == span else f"({do}) * {nxt} // {span}"
-                self.w.put(dep3, f"{pf}(src, {self._job_src} + {nxt} + {pos})")
+            if Rv and Vv:
+                self._job_prefetch(dep3, do, R * V)
             rows = line_rows[a0:a0 + R] if line_rows is not None else None
             ahead = self.plan.row_prefetch
             if rows is not None and ahead and Rv and Vv and stage is None:
@@ -1877,12 +1883,8 @@ class KernelWriter:
                     gb = base if base != "0" else str(first_row)
                     self.w.put(d2, f"{pf}(src, {offs[1]} + ({gb} + {G}) * {sA} + ({cexpr}) * {G * L.extent}"
                                    f" + {rel * L.extent})")
-                if self.plan.job_prefetch and self._job_src is not None and any(v for v, _ in lens):
-                    # this call's share of the next job's source block (Plan.job_prefetch)
-                    nxt, span = self.plan.job_prefetch, self.plan.job_stage
-                    pf = self._micro(("prefetch", _whole_lines(R * L.extent * self.ops[1].dtype.size), True))
-                    pos = f"({do})" if nxt == span else f"({do}) * {nxt} // {span}"
-                    self.w.put(d2, f"{pf}(src, {self._job_src} + {nxt} + {pos})")
+                if any(v for v, _ in lens):
+                    self._job_prefetch(d2, do, R * L.extent)
                 reads = [run_readable(r, c_first) for r in rows]
                 self._emit_runs(d2, so, do, sA, L, lens, nt, dsz, A, xo, out, reads)
 

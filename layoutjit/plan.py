@@ -83,7 +83,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -1592,9 +1591,7 @@ def _lines_overload_l2(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> bool:
     offs = [0]
     for stride, extent in loops:
         offs = [o + j * stride for o in offs for j in range(extent)]
-    lines = {o * ssz // 64 for o in offs}
-    sets = Counter(x % max(1, L2_SET_PERIOD // 64) for x in lines)
-    return max(sets.values()) > L2_WAYS
+    return lines_per_set({o * ssz // 64 * 64 for o in offs}, L2_SET_PERIOD) > L2_WAYS
 
 
 #: Outer steps that continue the tiles' source rows split at a line (``_line_split_order``).
@@ -3392,9 +3389,15 @@ L1_WAYS = 8
 def lines_per_l1_set(offsets: Iterable[int]) -> int:
     """Most of the lines at these byte offsets that fall into one L1 set (64 sets of 64 B):
     more than ``L1_WAYS`` and they evict one another before they are read again."""
+    return lines_per_set(offsets, L1_SET_PERIOD)
+
+
+def lines_per_set(offsets: Iterable[int], period: int) -> int:
+    """Most of the lines at these byte offsets that fall into one set of a cache whose sets
+    repeat every ``period`` bytes (one count per offset)."""
     sets: dict[int, int] = {}
     for off in offsets:
-        k = (off // 64) % (L1_SET_PERIOD // 64)
+        k = (off // 64) % max(1, period // 64)
         sets[k] = sets.get(k, 0) + 1
     return max(sets.values(), default=0)
 
