@@ -1306,6 +1306,8 @@ def _lines_src_order(ir: LoopIR, tile: TileSpec) -> int:
     src = [abs(m.strides[1] or 0) for m in outer]
     if src == sorted(src, reverse=True):
         return 0
+    if _far_source_pieces(ir, outer):
+        return tile.a
     k = src.index(min(src))  # the step that continues the rows
     # (blocks under 512 B, written a sweep apart in source order, want more rows to gain)
     block_bytes = a.extent * b.extent * run.extent * ir.operands[0].dtype.size
@@ -1313,6 +1315,31 @@ def _lines_src_order(ir: LoopIR, tile: TileSpec) -> int:
     if a.extent * math.prod(m.extent for m in outer[k + 1:]) <= most:
         return 0
     return tile.a
+
+
+def _far_source_pieces(ir: LoopIR, outer: Sequence[Node]) -> bool:
+    """Whether, in destination order, an outer step that moves the source by less than
+    ``FAR_PIECES_BYTES`` runs outside loops that sweep ``FAR_ROWS_SPAN_BYTES`` or more of
+    it: each sweep then reads a short piece of every stretch of the source, whose next
+    piece comes a sweep later (from memory again, the prefetchers restarted per piece).
+
+    `OIhw4o4i -> IOhw16o16i` f32 51200x100x5x1: the I blocks (1280 B on in the source) were
+    the job loop outside the O blocks (32 KB on): seven sweeps, each reading 1280 B of every
+    8000 B. A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), destination ->
+    source order: 1.53-1.59 (1.23-1.27) -> 0.71-0.72 (0.70-0.71), oneDNN 4.73-4.99
+    (3.53-3.61); the O blocks moved outside the I blocks alone (5 KB destination pieces
+    kept) 1.10 (0.78)."""
+    if not FAR_PIECES_BYTES:
+        return False
+    ssz = ir.operands[1].dtype.size
+    return any(0 < abs(m.strides[1] or 0) * ssz < FAR_PIECES_BYTES
+               and _source_span(outer[i + 1:]) * ssz >= FAR_ROWS_SPAN_BYTES
+               for i, m in enumerate(outer))
+
+
+#: Source step (bytes) under which an outer step outside a long sweep of the source puts a
+#: lines plan's outer loops in source order (``_far_source_pieces``; 0: never).
+FAR_PIECES_BYTES = int(os.environ.get("LAYOUTJIT_FAR_PIECES_BYTES", 4096))
 
 
 #: NT transposes whose job loop barely moves the source read their rows a few at a time
