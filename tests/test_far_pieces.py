@@ -73,3 +73,11 @@ def test_far_pieces_is_exact(plans_32, monkeypatch, dims, stag, dtag, sdt, ddt):
     k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
     assert _source_order(k.plan), k.plan.describe()
     ref.check_exact_at_offsets(k, sum(dims))
+
+
+def test_far_pieces_wide_pieces_and_small_tensors(plans_32):
+    # pieces of 7 KB (the I blocks of 7 x 256 elements) on 336 MB: source order
+    assert _source_order(plan_of((49152, 256, 1, 7), "OIhw4i16o4i", "IOhw16o16i", "f32", "f32"))
+    # 9 MB of bf16 (moving less than one_rule_min_bytes): the destination order stays
+    p = plan_of((256, 2048, 3, 3), "OIhw8i16o2i", "IOhw16o16i", "bf16", "bf16")
+    assert not _source_order(p), p.describe()
