@@ -690,6 +690,7 @@ class Plan:
     src_stage: int = 0  # a2 period lines: source runs copied this many elements apart first (src_stage())
     job_prefetch: int = 0  # job_stage: elements to the next job's dense source block, prefetched (job_prefetch())
     job_shift: bool = False  # job_stage: jobs start anywhere in a line; partial end lines plain (job_stage())
+    job_rows_ahead: int = 0  # job_stage: each tile's source rows prefetched this many elements on (job_rows_ahead())
 
     @property
     def stream_prefetch(self) -> int:
@@ -972,6 +973,9 @@ class Plan:
             if self.job_prefetch:
                 lines.append(f"prefetch: each tile call its share of the next job's source block "
                              f"({self.job_prefetch} elements on), to L2")
+            if self.job_rows_ahead:
+                lines.append(f"prefetch: each tile's source rows where the next job reads them "
+                             f"({self.job_rows_ahead} elements on), to L2")
         if self.prefetch:
             lines.append(f"prefetch: {self.prefetch_block} B per row group, one group ahead, to "
                          + ("L2 only" if self.prefetch_l2 else "all cache levels"))
@@ -2738,7 +2742,10 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     if pitch:
         plan = replace(plan, src_stage=pitch)
     ahead = job_prefetch(plan)
-    return replace(plan, job_prefetch=ahead) if ahead else plan
+    if ahead:
+        return replace(plan, job_prefetch=ahead)
+    rows = job_rows_ahead(plan)
+    return replace(plan, job_rows_ahead=rows) if rows else plan
 
 
 def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
@@ -3295,6 +3302,52 @@ def job_prefetch(plan: Plan) -> int:
                               or ir.total * (ssz + ir.operands[0].dtype.size) < llc_bytes()):
         return 0  # (lines plans: blocks of a few KB from memory only; see JOB_PREFETCH_KINDS)
     return ahead if ahead and size == ahead and size * ssz <= JOB_PREFETCH_MAX_BYTES else 0
+
+
+def job_rows_ahead(plan: Plan) -> int:
+    """Source elements from a staged job's reads to the next job's (at least a line on:
+    the step of the job node, times the jobs that take), where the job's source is not
+    one dense block (``job_prefetch`` takes those): each tile then prefetches the lines
+    of its rows that far on, to L2; 0: none.
+
+    f32 `IOhw16o16i -> oihw` 24576x200x3x1: a job (16 o, 38 KB of destination) reads 3 KB
+    from each of 13 I blocks 4.5 MB apart, as 3x16 tiles of three rows 1 KB apart: 39
+    interleaved streams that the hardware prefetchers do not follow; each job's pieces
+    continue the last job's. A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads),
+    without -> with: 2.62-2.67 (1.87-2.18) -> 1.29-1.32 (1.14-1.33), oneDNN 3.72-3.79
+    (2.47-2.55); u8 `Ohwi16o -> OIhw8i16o2i` 512x1024x7x7 2.21-2.52 (1.76-1.81) ->
+    0.82-0.88 (0.87-0.96); s8 `Ohwi8o -> OIhw4i16o4i` 2.58-3.44 (2.24-3.43) -> 1.00-1.53
+    (1.19-1.68); bf16 `OIhw4o4i -> Ohwi16o` (the next job 32 B on: two jobs ahead)
+    2.38-2.89 (1.83-1.91) -> 1.34-1.39 (1.02-1.11); f32 -> bf16 `hwio -> OIhw4o4i`
+    14336x96x5x3 5.27 (4.18) -> 2.61 (3.16). 49 of 6649 listed and generated pairs
+    changed; of 26 measured, one lost at 2 threads (u8 `OIhw16o16i -> oihw` 512x1024x7x7
+    2.69 -> 3.45, 1 thread even). Tensors under the LLC lost (bf16 `OIhw4o4i ->
+    OIhw8i8o` 256x2048x3x3, 9 MB: 1.73 -> 2.20), and so did prefetches of each row where
+    the rows follow one another in a line (one prefetch a line now)."""
+    t = plan.tile
+    if (not JOB_ROWS_PREFETCH or not plan.job_stage or plan.prefetch or t is None
+            or t.kind != "transpose" or t.a2 is not None or t.c is not None or t.b is None):
+        return 0
+    ir = plan.ir
+    outer = outer_nodes(ir, t)
+    if not 1 <= plan.parallel <= len(outer):
+        return 0
+    a, b = ir.nodes[t.a], ir.nodes[t.b]
+    if _rows_follow(a, b) and b.extent * ir.operands[1].dtype.size >= 64:
+        return 0
+    ssz = ir.operands[1].dtype.size
+    if ir.total * (ssz + ir.operands[0].dtype.size) < llc_bytes():
+        return 0
+    step = ir.nodes[outer[plan.parallel - 1]].strides[1] or 0
+    if not step:
+        return 0
+    return step * -(-JOB_ROWS_LINE_AHEAD // (abs(step) * ssz))  # (at least a line on)
+
+
+#: ``job_rows_ahead`` (``LAYOUTJIT_JOB_ROWS_PREFETCH=0``: never).
+JOB_ROWS_PREFETCH = os.environ.get("LAYOUTJIT_JOB_ROWS_PREFETCH", "1") != "0"
+#: ... at least this many bytes on (whole jobs): the next job's lines are mostly this one's.
+JOB_ROWS_LINE_AHEAD = 64
 
 
 #: Jobs whose destination ranges start anywhere in a line stage them too (``job_stage``

@@ -1,0 +1,71 @@
+"""Staged jobs that read many short pieces of far source rows prefetch each tile's rows
+where the next job reads them (``plan.job_rows_ahead``, ``Plan.job_rows_ahead``).
+
+f32 `IOhw16o16i -> oihw` 24576x200x3x1: each job reads 3 KB from each of 13 I blocks 4.5 MB
+apart, 39 interleaved streams the hardware does not follow; the next job's pieces continue
+them. The tests check plans at real sizes (no kernel built), the prefetches in the kernel
+source, then force the rule onto small tensors and check every byte.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import layoutjit as lj
+import layoutjit.plan as plan_mod
+import reference as ref
+from layoutjit import codegen
+from layoutjit.compiler import build, lower_and_plan
+
+M = lj.MemoryDesc
+
+
+def plan_and_epilogue(dims, stag, dtag, sdt, ddt):
+    _, p, ep = lower_and_plan(M(dims, sdt, stag), M(dims, ddt, dtag), None)
+    return p, ep
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt,ahead", [
+    ((24576, 200, 3, 1), "IOhw16o16i", "oihw", "f32", "f32", 768),   # the job step, 3 KB
+    ((512, 1024, 7, 7), "Ohwi16o", "OIhw8i16o2i", "u8", "u8", 256),
+    ((512, 1024, 7, 7), "OIhw4o4i", "Ohwi16o", "bf16", "bf16", 32),  # two jobs of 32 B
+])
+def test_job_rows_ahead_at_real_sizes(plans_32, dims, stag, dtag, sdt, ddt, ahead):
+    p, ep = plan_and_epilogue(dims, stag, dtag, sdt, ddt)
+    assert p.job_stage and p.job_rows_ahead == ahead, p.describe()
+    # at least a line on, in whole job steps
+    job = p.ir.nodes[plan_mod.outer_nodes(p.ir, p.tile)[p.parallel - 1]]
+    assert p.job_rows_ahead % job.strides[1] == 0
+    assert abs(p.job_rows_ahead) * p.ir.operands[1].dtype.size >= 64
+    src = codegen.generate(p, ep)
+    assert re.search(rf"\+ {ahead}\)", src), src
+
+
+def test_job_rows_ahead_off_in_cache_and_by_switch(plans_32, monkeypatch):
+    # 9 MB of bf16: the tensor stays in the LLC
+    p, _ = plan_and_epilogue((256, 2048, 3, 3), "OIhw4o4i", "Ohwi16o", "bf16", "bf16")
+    assert p.job_stage and not p.job_rows_ahead, p.describe()
+    monkeypatch.setattr(plan_mod, "JOB_ROWS_PREFETCH", False)
+    p, _ = plan_and_epilogue((24576, 200, 3, 1), "IOhw16o16i", "oihw", "f32", "f32")
+    assert p.job_stage and not p.job_rows_ahead, p.describe()
+
+
+CASES = [
+    ((96, 40, 3, 1), "IOhw16o16i", "oihw", "f32", "f32"),
+    ((32, 128, 3, 3), "Ohwi16o", "OIhw8i16o2i", "u8", "u8"),
+    ((32, 128, 3, 3), "OIhw4o4i", "Ohwi16o", "bf16", "bf16"),
+    ((64, 64, 7, 7), "Ohwi16o", "OIhw8i16o2i", "s8", "s8"),
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", CASES)
+def test_job_rows_ahead_is_exact(plans_32, monkeypatch, dims, stag, dtag, sdt, ddt):
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)  # (jobs on small tensors)
+    k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
+    assert k.plan.job_stage and k.plan.job_rows_ahead, k.plan.describe()
+    assert "prefetch(" in k.source
+    ref.check_exact_at_offsets(k, sum(dims))
