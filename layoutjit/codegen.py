@@ -1300,12 +1300,13 @@ class KernelWriter:
                                  f"({cexpr}) * {G} + ({rel}) * {V})")
             if Rv and Vv:
                 self._job_prefetch(dep3, do, R * V)
-            jra = self.plan.job_rows_ahead
-            if jra and Rv and Vv and self._job_src is not None:
-                # each of the tile's rows where the next job reads it (Plan.job_rows_ahead)
+            jra = self.plan.rows_ahead
+            if jra and Rv and Vv and (self._job_src is not None or not self.plan.job_stage):
+                # the lines of the tile's rows where the next job (or an outer loop's next
+                # step) reads them (Plan.rows_ahead)
                 q = max(1, 64 // self.ops[1].dtype.size)
                 pfj = self._micro(("prefetch", 64, True))
-                pts = [r * sA + x for r in range(Rv) for x in (*range(0, Vv, q), Vv - 1)]
+                pts = [r * sA + x for r in range(Rv) for x in range(0, Vv, q)]
                 for x in _covering_points(pts, q):
                     self.w.put(dep3, f"{pfj}(src, {so} + {x + jra})")
             rows = line_rows[a0:a0 + R] if line_rows is not None else None

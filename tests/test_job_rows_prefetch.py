@@ -1,5 +1,6 @@
 """Staged jobs that read many short pieces of far source rows prefetch each tile's rows
-where the next job reads them (``plan.job_rows_ahead``, ``Plan.job_rows_ahead``).
+where the next job reads them (``plan.job_rows_ahead``), and NT tiles where an outer
+step continues them (``plan.tile_rows_ahead``): ``Plan.rows_ahead``.
 
 f32 `IOhw16o16i -> oihw` 24576x200x3x1: each job reads 3 KB from each of 13 I blocks 4.5 MB
 apart, 39 interleaved streams the hardware does not follow; the next job's pieces continue
@@ -34,11 +35,11 @@ def plan_and_epilogue(dims, stag, dtag, sdt, ddt):
 ])
 def test_job_rows_ahead_at_real_sizes(plans_32, dims, stag, dtag, sdt, ddt, ahead):
     p, ep = plan_and_epilogue(dims, stag, dtag, sdt, ddt)
-    assert p.job_stage and p.job_rows_ahead == ahead, p.describe()
+    assert p.job_stage and p.rows_ahead == ahead, p.describe()
     # at least a line on, in whole job steps
     job = p.ir.nodes[plan_mod.outer_nodes(p.ir, p.tile)[p.parallel - 1]]
-    assert p.job_rows_ahead % job.strides[1] == 0
-    assert abs(p.job_rows_ahead) * p.ir.operands[1].dtype.size >= 64
+    assert p.rows_ahead % job.strides[1] == 0
+    assert abs(p.rows_ahead) * p.ir.operands[1].dtype.size >= 64
     src = codegen.generate(p, ep)
     assert re.search(rf"\+ {ahead}\)", src), src
 
@@ -46,10 +47,10 @@ def test_job_rows_ahead_at_real_sizes(plans_32, dims, stag, dtag, sdt, ddt, ahea
 def test_job_rows_ahead_off_in_cache_and_by_switch(plans_32, monkeypatch):
     # 9 MB of bf16: the tensor stays in the LLC
     p, _ = plan_and_epilogue((256, 2048, 3, 3), "OIhw4o4i", "Ohwi16o", "bf16", "bf16")
-    assert p.job_stage and not p.job_rows_ahead, p.describe()
+    assert p.job_stage and not p.rows_ahead, p.describe()
     monkeypatch.setattr(plan_mod, "JOB_ROWS_PREFETCH", False)
     p, _ = plan_and_epilogue((24576, 200, 3, 1), "IOhw16o16i", "oihw", "f32", "f32")
-    assert p.job_stage and not p.job_rows_ahead, p.describe()
+    assert p.job_stage and not p.rows_ahead, p.describe()
 
 
 CASES = [
@@ -66,6 +67,39 @@ def test_job_rows_ahead_is_exact(plans_32, monkeypatch, dims, stag, dtag, sdt, d
     monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 0)
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)  # (jobs on small tensors)
     k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
-    assert k.plan.job_stage and k.plan.job_rows_ahead, k.plan.describe()
+    assert k.plan.job_stage and k.plan.rows_ahead, k.plan.describe()
+    assert "prefetch(" in k.source
+    ref.check_exact_at_offsets(k, sum(dims))
+
+
+@pytest.mark.parametrize("dims,stag,dtag,ahead", [
+    ((512, 384, 13, 1, 7), "Goihw16g", "gOIhw16o16i", 16),  # the w step: a line on
+    ((1024, 1024, 3, 3), "OIhw16o16i", "oihw", 16),
+    ((2048, 512, 8, 3, 7), "Goihw16g", "gOIhw16i16o", 16),
+])
+def test_tile_rows_ahead_at_real_sizes(plans_32, monkeypatch, dims, stag, dtag, ahead):
+    p, ep = plan_and_epilogue(dims, stag, dtag, "f32", "f32")
+    assert p.nt and not p.job_stage and p.rows_ahead == ahead, p.describe()
+    assert "an outer step continues them" in p.describe()
+    assert re.search(rf"\+ {ahead}\)", codegen.generate(p, ep))
+    monkeypatch.setattr(plan_mod, "TILE_ROWS_PREFETCH", False)
+    assert not plan_and_epilogue(dims, stag, dtag, "f32", "f32")[0].rows_ahead
+
+
+def test_tile_rows_ahead_off_in_cache(plans_32):
+    p, _ = plan_and_epilogue((128, 64, 96, 1, 3), "Goihw16g", "gOhwi16o", "f32", "f32")
+    assert not p.rows_ahead, p.describe()
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
+    ((16, 64, 13, 1, 7), "Goihw16g", "gOIhw16o16i", "f32", "f32"),
+    ((64, 64, 3, 3), "OIhw16o16i", "oihw", "f32", "f32"),
+    ((16, 16, 16, 16), "abcd", "dcba", "f32", "f32"),
+])
+def test_tile_rows_ahead_is_exact(plans_32, monkeypatch, dims, stag, dtag, sdt, ddt):
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 0)
+    k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
+    assert k.plan.rows_ahead and not k.plan.job_stage, k.plan.describe()
     assert "prefetch(" in k.source
     ref.check_exact_at_offsets(k, sum(dims))
