@@ -286,6 +286,15 @@ def memory_traffic(ir: LoopIR, moved: int) -> int:
     return lines if lines >= LINE_TRAFFIC_MIN_RATIO * moved else moved
 
 
+def data_bytes(ir: LoopIR) -> int:
+    """Bytes of the positions a reorder writes (padding zeros included) and of the source
+    data it reads: its size for the cache-size gates (skipped positions left out, unlike
+    ``ir.total``)."""
+    written = math.prod(r.write for r in ir.dims)
+    valid = math.prod(r.valid for r in ir.dims)
+    return written * ir.operands[0].dtype.size + valid * ir.operands[1].dtype.size
+
+
 def _transpose_takes_nt(ir: LoopIR, ssz: int, dsz: int) -> bool:
     """Whether a register transpose of ir moves enough bytes for NT stores on one thread
     (``nt_min_bytes``), asked by rules measured on NT transposes before the tile exists."""
@@ -1349,7 +1358,7 @@ def _far_source_pieces(ir: LoopIR, outer: Sequence[Node]) -> bool:
     if not FAR_PIECES_BYTES:
         return False
     ssz = ir.operands[1].dtype.size
-    if ir.total * (ssz + ir.operands[0].dtype.size) < one_rule_min_bytes():
+    if data_bytes(ir) < one_rule_min_bytes():
         return False  # (in cache at 2 threads: 9 MB bf16 and u8 weights lost there)
     return any(0 < abs(m.strides[1] or 0) * ssz < FAR_PIECES_BYTES
                and _source_span(outer[i + 1:]) * ssz >= FAR_ROWS_SPAN_BYTES
@@ -2778,7 +2787,7 @@ def tile_rows_ahead(plan: Plan) -> int:
     a, b = ir.nodes[t.a], ir.nodes[t.b]
     if b.strides[1] != 1 or _rows_follow(a, b):
         return 0
-    if ir.total * (ir.operands[0].dtype.size + ir.operands[1].dtype.size) < llc_bytes():
+    if data_bytes(ir) < llc_bytes():
         return 0
     outer = outer_nodes(ir, t)
     for k, i in enumerate(reversed(outer)):
@@ -3379,7 +3388,7 @@ def job_rows_ahead(plan: Plan) -> int:
     if _rows_follow(a, b) and b.extent * ir.operands[1].dtype.size >= 64:
         return 0
     ssz = ir.operands[1].dtype.size
-    if ir.total * (ssz + ir.operands[0].dtype.size) < llc_bytes():
+    if data_bytes(ir) < llc_bytes():
         return 0
     step = ir.nodes[outer[plan.parallel - 1]].strides[1] or 0
     if not step:
