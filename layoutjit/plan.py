@@ -1559,9 +1559,16 @@ def _line_share_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
         return None
     ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
     k = min(tile.nodes)
+    a = ir.nodes[tile.a]
+    rows = [(a.strides[1] or 0, min(a.extent, tile.R * tile.M))]
+    # (the L1 count not where the line split takes the plan as it is: s8 `hwio -> OIhw4o4i`
+    # 49152x40x3x3 lost 3.3 -> 7.0 with both)
+    l1 = LINE_SHARE_L1 and _line_split_order(ir, tile) is None
     share = [i for i, n in enumerate(outer)
              if 0 < abs(n.strides[1] or 0) * ssz < 64 and not _guarded(ir, n)
-             and math.prod(m.extent for m in outer[i + 1:]) * tile.R * tile.M * 64 >= LINE_SHARE_BYTES]
+             and (math.prod(m.extent for m in outer[i + 1:]) * tile.R * tile.M * 64 >= LINE_SHARE_BYTES
+                  or (l1 and _lines_overload_l1(ir, rows + [(m.strides[1] or 0, m.extent)
+                                                                        for m in outer[i + 1:]])))]
     others = [n for i, n in enumerate(outer) if i not in share]
     pos = next((i for i, n in enumerate(others) if 0 < abs(n.strides[0] or 0) * dsz < 64), len(others))
     nodes = others[:pos] + [outer[i] for i in share] + others[pos:]
@@ -1647,6 +1654,36 @@ def _lines_overload_l2(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> bool:
     for stride, extent in loops:
         offs = [o + j * stride for o in offs for j in range(extent)]
     return lines_per_set({o * ssz // 64 * 64 for o in offs}, L2_SET_PERIOD) > L2_WAYS
+
+
+def _lines_overload_l1(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> bool:
+    """Whether the source lines that loops of (source stride, extent) reach put more lines
+    in one L1 set than it has ways (``LINES_OVERLOAD_MAX_ENUM`` positions at most)."""
+    if math.prod(e for _, e in loops) > LINES_OVERLOAD_MAX_ENUM:
+        return False
+    ssz = ir.operands[1].dtype.size
+    offs = [0]
+    for stride, extent in loops:
+        offs = [o + j * stride for o in offs for j in range(extent)]
+    return lines_per_l1_set({o * ssz // 64 * 64 for o in offs}) > L1_WAYS
+
+
+#: ``_line_share_order`` also where the source lines the tiles touch between two steps of
+#: the node overload an L1 set (``_lines_overload_l1``; ``LAYOUTJIT_LINE_SHARE_L1=0``:
+#: L2 bytes only). f32 `gOIhw4i16o4i -> goihw` 512x64x192x3x1: 3x4 tiles read 16 B of
+#: three rows 1 KB apart; the o steps (16 B apart: four share each line) were the job's
+#: outermost loop, and the 144 lines between two of them sit 256 B apart, 9 to each of 16
+#: L1 sets of 8 ways. A/B on Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), without
+#: -> with: 1.35-1.52 (1.03-1.12) -> 1.04-1.06 (0.90-0.94), oneDNN 2.89-3.15 (1.85-2.32);
+#: s8 `OIhw4i16o4i -> oihw` 512x1024x3x5 8.06 (8.03) -> 4.50 (4.60), 768x256x7x7 6.84
+#: (7.71) -> 4.19 (4.14); u8 `IOhw16i16o -> iohw` 768x256x7x7 4.04 (4.14) -> 2.98 (3.03);
+#: s8 `hwio -> OIhw4o4i` 256x64x3x3 7.36 (4.37) -> 2.74 (2.21). 102 of 6649 listed and
+#: generated pairs changed; of 18 measured, 14 gained, 2 even, and two bf16 ones lost at
+#: 1 thread and gained more at 2 (`OIhw16i16o -> iohw` 256x2048x3x3 3.11 (9.65) -> 4.72
+#: (3.10), `OIhw8i8o -> iohw` 512x512x5x5 3.60 (4.59) -> 4.15 (3.02)). Not where the line
+#: split (``_line_split_order``) takes the plan as it is: with both, s8 `hwio -> OIhw4o4i`
+#: 49152x40x3x3 lost 3.3 -> 7.0 (and `Ohwi16o -> iohw` 512x1024x7x7 gained 8.3 -> 4.9).
+LINE_SHARE_L1 = os.environ.get("LAYOUTJIT_LINE_SHARE_L1", "1") != "0"
 
 
 #: Outer steps that continue the tiles' source rows split at a line (``_line_split_order``).

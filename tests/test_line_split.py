@@ -73,3 +73,37 @@ def test_line_split_is_exact(plans_32, monkeypatch, dims, stag, dtag, sdt, ddt):
     k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
     assert _split(k.plan), k.plan.describe()
     ref.check_exact_at_offsets(k, sum(dims))
+
+
+def _shared(p) -> bool:
+    return "line_share" in p.ir.notes
+
+
+@pytest.mark.parametrize("dims,stag,dtag,dt", [
+    ((512, 64, 192, 3, 1), "gOIhw4i16o4i", "goihw", "f32"),
+    ((512, 1024, 3, 5), "OIhw4i16o4i", "oihw", "s8"),
+])
+def test_line_share_l1_at_real_sizes(plans_32, monkeypatch, dims, stag, dtag, dt):
+    """Steps that share source lines move inward where the lines between two of them
+    overload an L1 set (``_lines_overload_l1``), not only past ``LINE_SHARE_BYTES``."""
+    assert _shared(plan_of(dims, stag, dtag, dt, dt))
+    monkeypatch.setattr(plan_mod, "LINE_SHARE_L1", False)
+    assert not _shared(plan_of(dims, stag, dtag, dt, dt))
+
+
+def test_lines_overload_l1():
+    ir = plan_of((64, 40, 7, 7), "hwio", "OIhw4o4i", "u8", "u8").ir
+    ways, period = plan_mod.L1_WAYS, plan_mod.L1_SET_PERIOD
+    assert plan_mod._lines_overload_l1(ir, [(period, ways + 1)])
+    assert not plan_mod._lines_overload_l1(ir, [(period, ways)])
+    assert not plan_mod._lines_overload_l1(ir, [(64, 64)])  # 64 lines side by side: 64 sets
+
+
+@pytest.mark.parametrize("dims,stag,dtag,dt", [
+    ((32, 32, 7, 7), "Ohwi16o", "iohw", "s8"),
+    ((64, 64, 3, 3), "hwio", "OIhw4o4i", "s8"),
+])
+def test_line_share_l1_is_exact(plans_32, dims, stag, dtag, dt):
+    k = build(M(dims, dt, stag), M(dims, dt, dtag))
+    assert _shared(k.plan), k.plan.describe()
+    ref.check_exact_at_offsets(k, sum(dims))
