@@ -1894,6 +1894,11 @@ class KernelWriter:
                                    f" + {rel * L.extent})")
                 if any(v for v, _ in lens):
                     self._job_prefetch(d2, do, R * L.extent)
+                if self.plan.rows_ahead and any(v for v, _ in lens):
+                    # each row's source a fixed distance on (Plan.rows_ahead, runs_rows_ahead)
+                    pfr = self._micro(("prefetch", 64, False))
+                    for r in range(R):
+                        self.w.put(d2, f"{pfr}(src, {so} + {r} * {sA} + {self.plan.rows_ahead})")
                 reads = [run_readable(r, c_first) for r in rows]
                 self._emit_runs(d2, so, do, sA, L, lens, nt, dsz, A, xo, out, reads)
 

@@ -701,7 +701,7 @@ class Plan:
     job_shift: bool = False  # job_stage: jobs start anywhere in a line; partial end lines plain (job_stage())
     # each tile's source rows prefetched this many elements on: in staged jobs where the next
     # job reads them (job_rows_ahead()), in NT tiles where an outer step continues them
-    # (tile_rows_ahead())
+    # (tile_rows_ahead()), in lines calls a fixed distance ahead (runs_rows_ahead())
     rows_ahead: int = 0
 
     @property
@@ -985,7 +985,9 @@ class Plan:
             if self.job_prefetch:
                 lines.append(f"prefetch: each tile call its share of the next job's source block "
                              f"({self.job_prefetch} elements on), to L2")
-        if self.rows_ahead:
+        if self.rows_ahead and self.tile is not None and self.tile.kind == "lines":
+            lines.append(f"prefetch: each call's source rows, {self.rows_ahead} elements ahead")
+        elif self.rows_ahead:
             lines.append("prefetch: the lines of each tile's source rows where "
                          + ("the next job reads them" if self.job_stage else "an outer step continues them")
                          + f" ({self.rows_ahead} elements on), to L2")
@@ -2794,7 +2796,7 @@ def make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None,
     ahead = job_prefetch(plan)
     if ahead:
         return replace(plan, job_prefetch=ahead)
-    rows = job_rows_ahead(plan) or tile_rows_ahead(plan)
+    rows = job_rows_ahead(plan) or tile_rows_ahead(plan) or runs_rows_ahead(plan)
     return replace(plan, rows_ahead=rows) if rows else plan
 
 
@@ -2832,6 +2834,42 @@ def tile_rows_ahead(plan: Plan) -> int:
         if ir.nodes[i].strides[1] == b.extent:
             return b.extent if k > 0 else 0
     return 0
+
+
+def runs_rows_ahead(plan: Plan) -> int:
+    """Source elements ahead at which an NT lines plan of a narrowing float conversion
+    prefetches each of its rows, where its calls read two long rows that follow one
+    another (too long for ``_prefetch_runs``), one of them partly padding (C = 13 of two
+    8c blocks); tensors of the LLC's size or more; 0: none.
+
+    f32 -> u8 `nCw8c -> nCw16c` 512x13x4096 (seed 5300, behind oneDNN at both thread
+    counts): each call converts 32 B of each of the two 128 KB rows of an image. A/B on
+    Zen 3 (AVX2), ratio to copy at 1 thread (2 threads), without -> 1 KB ahead: 2.48
+    (1.74) -> 1.15 (0.88), oneDNN 1.74 (1.15); 512 B and 2 KB the same; f32 -> bf16
+    `nChw8c -> nhwc` 2048x13x56x55 2.45 (1.68) -> 1.16 (0.95). Without the two limits 20
+    listed and generated pairs changed, all measured: with more rows (`nCw8c -> nwc`
+    f32 -> bf16 32x512x1000 1.22 -> 1.45, `nChw8c -> nhwc` 512x100x14x35 1.31 -> 1.43) or
+    two unpadded ones (f32 -> s8 `nCdhw8c -> nCdhw16c` 1x512x64x28x17 1.14 -> 1.26) some
+    lost and none gained; with them one changes (that bf16 pair)."""
+    t = plan.tile
+    if (not RUNS_ROWS_AHEAD_BYTES or not plan.nt or plan.prefetch or plan.job_stage or t is None
+            or t.kind != "lines" or t.l is None or t.b is None):
+        return 0
+    ir = plan.ir
+    if not _narrowing_float(ir) or data_bytes(ir) < llc_bytes():
+        return 0
+    a, b, run = ir.nodes[t.a], ir.nodes[t.b], ir.nodes[t.l]
+    ssz = ir.operands[1].dtype.size
+    if (a.extent > 2 or not _guarded(ir, a)
+            or not (_rows_follow(a, b, run.extent) or _padded_rows_follow(ir, a, b, run))):
+        return 0
+    if b.extent * run.extent * ssz < 4 * RUNS_ROWS_AHEAD_BYTES:
+        return 0
+    return RUNS_ROWS_AHEAD_BYTES // ssz
+
+
+#: ``runs_rows_ahead`` (``LAYOUTJIT_RUNS_ROWS_AHEAD_BYTES=0``: never).
+RUNS_ROWS_AHEAD_BYTES = int(os.environ.get("LAYOUTJIT_RUNS_ROWS_AHEAD_BYTES", 1024))
 
 
 #: ``tile_rows_ahead`` (``LAYOUTJIT_TILE_ROWS_PREFETCH=0``: never).

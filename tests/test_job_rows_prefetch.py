@@ -1,6 +1,7 @@
 """Staged jobs that read many short pieces of far source rows prefetch each tile's rows
 where the next job reads them (``plan.job_rows_ahead``), and NT tiles where an outer
-step continues them (``plan.tile_rows_ahead``): ``Plan.rows_ahead``.
+step continues them (``plan.tile_rows_ahead``), and lines calls of narrowing conversions
+reading two long rows a fixed distance ahead (``plan.runs_rows_ahead``): ``Plan.rows_ahead``.
 
 f32 `IOhw16o16i -> oihw` 24576x200x3x1: each job reads 3 KB from each of 13 I blocks 4.5 MB
 apart, 39 interleaved streams the hardware does not follow; the next job's pieces continue
@@ -101,5 +102,35 @@ def test_tile_rows_ahead_is_exact(plans_32, monkeypatch, dims, stag, dtag, sdt, 
     monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 0)
     k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
     assert k.plan.rows_ahead and not k.plan.job_stage, k.plan.describe()
+    assert "prefetch(" in k.source
+    ref.check_exact_at_offsets(k, sum(dims))
+
+
+@pytest.mark.parametrize("dims,stag,dtag,ddt,taken", [
+    ((512, 13, 4096), "nCw8c", "nCw16c", "u8", True),       # two rows, one partly padding
+    ((2048, 13, 56, 55), "nChw8c", "nhwc", "bf16", True),
+    ((1, 512, 64, 28, 17), "nCdhw8c", "nCdhw16c", "s8", False),  # two unpadded rows: lost
+    ((32, 512, 1000), "nCw8c", "nwc", "bf16", False),           # more rows: lost
+])
+def test_runs_rows_ahead_at_real_sizes(plans_32, dims, stag, dtag, ddt, taken):
+    p, ep = plan_and_epilogue(dims, stag, dtag, "f32", ddt)
+    assert p.tile.kind == "lines"
+    assert bool(p.rows_ahead) == taken, p.describe()
+    if taken:
+        assert p.rows_ahead == plan_mod.RUNS_ROWS_AHEAD_BYTES // 4
+        assert "each call's source rows" in p.describe()
+        assert re.search(rf"\+ {p.rows_ahead}\)", codegen.generate(p, ep))
+
+
+@pytest.mark.parametrize("dims,stag,dtag,ddt", [
+    ((32, 13, 4096), "nCw8c", "nCw16c", "u8"),
+    ((32, 13, 56, 55), "nChw8c", "nhwc", "bf16"),
+])
+def test_runs_rows_ahead_is_exact(plans_32, monkeypatch, dims, stag, dtag, ddt):
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 0)
+    monkeypatch.setattr(plan_mod, "RUNS_ROWS_AHEAD_BYTES", 64)
+    k = build(M(dims, "f32", stag), M(dims, ddt, dtag))
+    assert k.plan.tile.kind == "lines" and k.plan.rows_ahead, k.plan.describe()
     assert "prefetch(" in k.source
     ref.check_exact_at_offsets(k, sum(dims))
