@@ -958,6 +958,18 @@ class KernelWriter:
         pos = f"({do})" if nxt == span else f"({do}) * {nxt} // {span}"
         self.w.put(depth, f"{pf}(src, {self._job_src} + {nxt} + {pos})")
 
+    def _rows_ahead(self, depth: int, so: str, sA: int, rows: int, length: int, l2: bool) -> None:
+        """``Plan.rows_ahead``: one prefetch for each line of a call's ``rows`` source rows
+        (``length`` elements, ``sA`` apart from ``so``), that many elements on."""
+        ahead = self.plan.rows_ahead
+        if not ahead:
+            return
+        q = max(1, 64 // self.ops[1].dtype.size)
+        pf = self._micro(("prefetch", 64, l2))
+        pts = [r * sA + x for r in range(rows) for x in range(0, length, q)]
+        for x in _covering_points(pts, q):
+            self.w.put(depth, f"{pf}(src, {so} + {x + ahead})")
+
     def _segments_for(self, idx: int, state: dict, entered: set[int]) -> tuple[list | None, int | None, dict]:
         """Segments of the loop over node idx, the dim they specialize, and the state to use.
 
@@ -1300,15 +1312,9 @@ class KernelWriter:
                                  f"({cexpr}) * {G} + ({rel}) * {V})")
             if Rv and Vv:
                 self._job_prefetch(dep3, do, R * V)
-            jra = self.plan.rows_ahead
-            if jra and Rv and Vv and (self._job_src is not None or not self.plan.job_stage):
-                # the lines of the tile's rows where the next job (or an outer loop's next
-                # step) reads them (Plan.rows_ahead)
-                q = max(1, 64 // self.ops[1].dtype.size)
-                pfj = self._micro(("prefetch", 64, True))
-                pts = [r * sA + x for r in range(Rv) for x in range(0, Vv, q)]
-                for x in _covering_points(pts, q):
-                    self.w.put(dep3, f"{pfj}(src, {so} + {x + jra})")
+            if Rv and Vv and (self._job_src is not None or not self.plan.job_stage):
+                # where the next job (or an outer loop's next step) reads them
+                self._rows_ahead(dep3, so, sA, Rv, Vv, True)
             rows = line_rows[a0:a0 + R] if line_rows is not None else None
             ahead = self.plan.row_prefetch
             if rows is not None and ahead and Rv and Vv and stage is None:
@@ -1894,11 +1900,8 @@ class KernelWriter:
                                    f" + {rel * L.extent})")
                 if any(v for v, _ in lens):
                     self._job_prefetch(d2, do, R * L.extent)
-                if self.plan.rows_ahead and any(v for v, _ in lens):
-                    # each row's source a fixed distance on (Plan.rows_ahead, runs_rows_ahead)
-                    pfr = self._micro(("prefetch", 64, False))
-                    for r in range(R):
-                        self.w.put(d2, f"{pfr}(src, {so} + {r} * {sA} + {self.plan.rows_ahead})")
+                if any(v for v, _ in lens):
+                    self._rows_ahead(d2, so, sA, R, L.extent, False)  # (runs_rows_ahead)
                 reads = [run_readable(r, c_first) for r in rows]
                 self._emit_runs(d2, so, do, sA, L, lens, nt, dsz, A, xo, out, reads)
 

@@ -1648,14 +1648,19 @@ def _line_split_order(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec] | N
 def _lines_overload_l2(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> bool:
     """Whether the source lines that loops of (source stride, extent) reach hold more than
     ``LINE_SHARE_BYTES``, or more lines in one L2 set than it has ways."""
-    ssz = ir.operands[1].dtype.size
     count = math.prod(e for _, e in loops)
     if (LINE_SHARE_BYTES and count * 64 >= LINE_SHARE_BYTES) or count > LINES_OVERLOAD_MAX_ENUM:
         return True
+    return lines_per_set(_source_lines(ir, loops), L2_SET_PERIOD) > L2_WAYS
+
+
+def _source_lines(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> set[int]:
+    """Byte offsets of the source lines that loops of (source stride, extent) reach."""
+    ssz = ir.operands[1].dtype.size
     offs = [0]
     for stride, extent in loops:
         offs = [o + j * stride for o in offs for j in range(extent)]
-    return lines_per_set({o * ssz // 64 * 64 for o in offs}, L2_SET_PERIOD) > L2_WAYS
+    return {o * ssz // 64 * 64 for o in offs}
 
 
 def _lines_overload_l1(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> bool:
@@ -1663,11 +1668,7 @@ def _lines_overload_l1(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> bool:
     in one L1 set than it has ways (``LINES_OVERLOAD_MAX_ENUM`` positions at most)."""
     if math.prod(e for _, e in loops) > LINES_OVERLOAD_MAX_ENUM:
         return False
-    ssz = ir.operands[1].dtype.size
-    offs = [0]
-    for stride, extent in loops:
-        offs = [o + j * stride for o in offs for j in range(extent)]
-    return lines_per_l1_set({o * ssz // 64 * 64 for o in offs}) > L1_WAYS
+    return lines_per_l1_set(_source_lines(ir, loops)) > L1_WAYS
 
 
 #: ``_line_share_order`` also where the source lines the tiles touch between two steps of
