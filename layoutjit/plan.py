@@ -1566,16 +1566,23 @@ def _line_share_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
     # (the L1 count not where the line split takes the plan as it is: s8 `hwio -> OIhw4o4i`
     # 49152x40x3x3 lost 3.3 -> 7.0 with both)
     l1 = LINE_SHARE_L1 and _line_split_order(ir, tile) is None
-    share = [i for i, n in enumerate(outer)
-             if 0 < abs(n.strides[1] or 0) * ssz < 64 and not _guarded(ir, n)
-             and (math.prod(m.extent for m in outer[i + 1:]) * tile.R * tile.M * 64 >= LINE_SHARE_BYTES
-                  or (l1 and _lines_overload_l1(ir, rows + [(m.strides[1] or 0, m.extent)
-                                                                        for m in outer[i + 1:]])))]
+
+    def shares(i: int, n: Node) -> bool:
+        if not 0 < abs(n.strides[1] or 0) * ssz < 64:
+            return False
+        wide = math.prod(m.extent for m in outer[i + 1:]) * tile.R * tile.M * 64 >= LINE_SHARE_BYTES
+        if _guarded(ir, n):
+            return (LINE_SHARE_PADDED_SPAN_BYTES > 0 and wide and _lightest_digit(ir, n)
+                    and _source_span(outer[i + 1:]) * ssz >= LINE_SHARE_PADDED_SPAN_BYTES)
+        return wide or (l1 and _lines_overload_l1(ir, rows + [(m.strides[1] or 0, m.extent)
+                                                              for m in outer[i + 1:]]))
+
+    share = [i for i, n in enumerate(outer) if shares(i, n)]
     others = [n for i, n in enumerate(outer) if i not in share]
     pos = next((i for i, n in enumerate(others) if 0 < abs(n.strides[0] or 0) * dsz < 64), len(others))
     nodes = others[:pos] + [outer[i] for i in share] + others[pos:]
-    if not share or nodes == outer:
-        return None  # (nothing to move, or in place already)
+    if not share or nodes == outer or _padded_digits_heaviest_first(ir, nodes) != nodes:
+        return None  # (nothing to move, in place already, or a padded dim's digits out of order)
     return ir.with_nodes(nodes + list(ir.nodes[k:]), "line_share")
 
 
@@ -1669,6 +1676,33 @@ def _lines_overload_l1(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> bool:
     if math.prod(e for _, e in loops) > LINES_OVERLOAD_MAX_ENUM:
         return False
     return lines_per_l1_set(_source_lines(ir, loops)) > L1_WAYS
+
+
+def _lightest_digit(ir: LoopIR, n: Node) -> bool:
+    """Whether no digit of n's dim is lighter than n (moving n inward keeps a padded dim's
+    digits heaviest-first)."""
+    return all(m.weight >= n.weight for m in ir.nodes if m.dim == n.dim)
+
+
+#: ``_line_share_order`` for a padded dim's lightest digit too, where the loops inside it
+#: sweep this many source bytes or more (0: never; unpadded digits need no sweep). In
+#: destination order such a digit (the rows of the source's blocks, a few bytes apart)
+#: ran outside the whole sweep of its block, so every source line was fetched once per
+#: step from memory: s8 `OdhwI48o4i -> gOIhw8o4i` 112x6x128x32x28 (48 a of 4 bytes in each
+#: 192 B block, a 44 MB sweep inside them). A/B on Zen 4 (AVX-512), ratio to copy at 1 thread
+#: (2 threads), without -> with: that pair 5.63 (6.40) -> 3.02 (2.44), oneDNN 9.2 (9.6);
+#: f32 `OhwI4i32o4i -> gOIw4i8o2i` 48x112x208x16 4.98 (5.12) -> 1.35 (1.39); f32 -> s8
+#: `OhwI16i16o2i -> gOwI64o4i` 62x112x64x48 7.04 (8.62) -> 2.45 (1.93), oneDNN 280 (203);
+#: f32 `OIdhw4i16o4i -> gOhwI16o2i` 28x1x48x128x14 1.50 (1.35) -> 0.93 (0.95), oneDNN 2.8
+#: (2.3); f32 -> u8 `gIwO24i2o -> IhwO64i4o` 32x16x64x1024 6.33 (7.11) -> 2.57 (1.96),
+#: oneDNN 9.0 (7.3). Without the 4 MB gate 24 of 2804 listed and generated pairs changed
+#: (19 with it); of 21 measured, 16 gained, 3 even, and sweeps under 4 MB (their lines
+#: in the LLC) lost: s8 -> f32
+#: `OdhwI48o2i -> gOhwI24o2i` 256x7x56x8x16 (2.6 MB) 1.66 (1.56) -> 2.13 (1.66), f32
+#: `ABcd8a2b -> gOwI16i48o4i` 100x2048x8x2 (1 MB) 1.72 (1.50) -> 1.99 (1.53). Not with the
+#: L1 count (``LINE_SHARE_L1``): f32 `aCB16b48c2b -> OIw8o16i2o` 256x384x224 lost 1.59
+#: (1.46) -> 2.26 (1.77) with it.
+LINE_SHARE_PADDED_SPAN_BYTES = int(os.environ.get("LAYOUTJIT_LINE_SHARE_PADDED_SPAN_BYTES", 4 << 20))
 
 
 #: ``_line_share_order`` also where the source lines the tiles touch between two steps of

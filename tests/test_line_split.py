@@ -107,3 +107,39 @@ def test_line_share_l1_is_exact(plans_32, dims, stag, dtag, dt):
     k = build(M(dims, dt, stag), M(dims, dt, dtag))
     assert _shared(k.plan), k.plan.describe()
     ref.check_exact_at_offsets(k, sum(dims))
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt,taken", [
+    ((112, 6, 128, 32, 28), "OdhwI48o4i", "gOIhw8o4i", "s8", "s8", True),
+    ((48, 112, 208, 16), "OhwI4i32o4i", "gOIw4i8o2i", "f32", "f32", True),
+    ((100, 2048, 8, 2), "ABcd8a2b", "gOwI16i48o4i", "f32", "f32", False),  # a 1 MB sweep
+])
+def test_line_share_padded_at_real_sizes(monkeypatch, dims, stag, dtag, sdt, ddt, taken):
+    """A padded dim's lightest digit that shares source lines moves inward where the loops
+    inside it sweep ``LINE_SHARE_PADDED_SPAN_BYTES`` or more of the source."""
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
+    p = plan_of(dims, stag, dtag, sdt, ddt)
+    assert _shared(p) == taken, p.describe()
+    if taken:
+        ir = p.ir
+        moved = next(n for n in ir.nodes[:min(p.tile.nodes)]
+                     if n.dim is not None and ir.dims[n.dim].guarded
+                     and 0 < n.strides[1] * ir.operands[1].dtype.size < 64)
+        assert plan_mod._lightest_digit(ir, moved)
+        # the digits of its dim stay heaviest-first
+        assert plan_mod._padded_digits_heaviest_first(ir, list(ir.nodes)) == list(ir.nodes)
+    monkeypatch.setattr(plan_mod, "LINE_SHARE_PADDED_SPAN_BYTES", 0)
+    assert not _shared(plan_of(dims, stag, dtag, sdt, ddt))
+
+
+@pytest.mark.parametrize("dims,stag,dtag,dt", [
+    ((60, 6, 8, 3, 5), "OdhwI48o4i", "gOIhw8o4i", "s8"),
+    ((40, 7, 8, 9), "OhwI4i32o4i", "gOIw4i8o2i", "f32"),
+])
+def test_line_share_padded_is_exact(monkeypatch, dims, stag, dtag, dt):
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(plan_mod, "LINE_SHARE_PADDED_SPAN_BYTES", 1)
+    monkeypatch.setattr(plan_mod, "LINE_SHARE_BYTES", 64)
+    k = build(M(dims, dt, stag), M(dims, dt, dtag))
+    assert _shared(k.plan), k.plan.describe()
+    ref.check_exact_at_offsets(k, sum(dims))
