@@ -122,10 +122,11 @@ def test_runs_from_separate_lines_pack_fewer_per_call(nt_everywhere, dims, stag,
     ("s32", "bf16", True),
 ])
 @pytest.mark.parametrize("off", [0, 5])
-def test_narrowing_streams_prefetch_their_source(nt_everywhere, sdt, ddt, prefetched, off):
+def test_narrowing_streams_prefetch_their_source(plans_32, nt_everywhere, sdt, ddt, prefetched, off):
     """NT conversion streams that read more than they write prefetch the source
     ``Plan.stream_prefetch`` bytes ahead (past the end too: a hint, never a fault); every byte of
-    the destination is exact, with a head peel and a tail, and nothing is written around it."""
+    the destination is exact, with a head peel and a tail, and nothing is written around it.
+    Plans for 32-byte vectors (AVX2: measured there; 64-byte ones take none, below)."""
     import reference as ref
 
     src, dst = M([3, 40, 7, 13], sdt, "nhwc"), M([3, 40, 7, 13], ddt, "nhwc")
@@ -144,3 +145,18 @@ def test_narrowing_streams_prefetch_their_source(nt_everywhere, sdt, ddt, prefet
     k(x, y)
     np.testing.assert_array_equal(y.view(np.uint8), want.view(np.uint8))
     assert (raw[:a0] == 0xA5).all() and (raw[a0 + n:] == 0xA5).all()
+
+
+def test_wide_vector_streams_take_no_prefetch(nt_everywhere, monkeypatch):
+    """Plans for 64-byte vectors (AVX-512) use ``STREAM_PREFETCH_WIDE_BYTES`` (0 by default:
+    on Zen 4 the prefetches only cost)."""
+    import layoutjit.plan as plan_mod
+
+    src, dst = M([3, 40, 7, 13], "f32", "nhwc"), M([3, 40, 7, 13], "s8", "nhwc")
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
+    p = lj.compiler.lower_and_plan(src, dst, None)[1]
+    assert p.tile.kind == "stream" and p.nt and p.stream_prefetch == 0, p.describe()
+    monkeypatch.setattr(plan_mod, "STREAM_PREFETCH_WIDE_BYTES", 1024)
+    assert lj.compiler.lower_and_plan(src, dst, None)[1].stream_prefetch == 1024
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 32)
+    assert lj.compiler.lower_and_plan(src, dst, None)[1].stream_prefetch == plan_mod.STREAM_PREFETCH_BYTES
