@@ -1326,16 +1326,18 @@ def _lines_src_order(ir: LoopIR, tile: TileSpec) -> int:
     s8 -> u8 `AcdeB4b8a4b -> ABcde16b64a4b` 112x224x13x13x32 0.97 (1.06) -> 0.43 (0.57);
     bf16 -> f32 `Ohwi8o -> OIhw16i16o` 100x256x128x17 0.73 (0.65) -> 0.45 (0.50).
     """
-    if not LINES_SRC_ORDER or tile.b is None or tile.l is None or not tile.rows_contiguous:
+    if not LINES_SRC_ORDER or tile.b is None or tile.l is None:
         return 0
     outer = ir.nodes[:tile.a]
     if len(outer) < 2 or not _starts_on_lines(ir, outer) or any(m.strides[1] is None for m in outer):
         return 0
     a, b, run = ir.nodes[tile.a], ir.nodes[tile.b], ir.nodes[tile.l]
-    if (a.extent * b.extent * run.extent) % _line_elems(ir):
-        return 0
     src = [abs(m.strides[1] or 0) for m in outer]
     if src == sorted(src, reverse=True):
+        return 0
+    if not tile.rows_contiguous:
+        return tile.a if _line_pieces_src_order(ir, a, b, run, outer) else 0
+    if (a.extent * b.extent * run.extent) % _line_elems(ir):
         return 0
     if _far_source_pieces(ir, outer):
         return tile.a
@@ -1346,6 +1348,53 @@ def _lines_src_order(ir: LoopIR, tile: TileSpec) -> int:
     if a.extent * math.prod(m.extent for m in outer[k + 1:]) <= most:
         return 0
     return tile.a
+
+
+def _line_pieces_src_order(ir: LoopIR, a: Node, b: Node, run: Node, outer: Sequence[Node]) -> bool:
+    """Whether a lines plan whose calls write several whole lines apart (A x the run one
+    destination piece of whole lines, B placing the pieces on lines) takes the source
+    order: where, in destination order, the outer loops inside the step that continues
+    the calls' source rows read more than ``READ_STREAMS`` stretches side by side (A's
+    rows a line apart or less count as one), and the source holds half the LLC or more.
+
+    f32 -> u8 `gOhwi16o -> gOIhw8i8o` 125x64x56x1x56: each call converts 8 c x 16 o (512 B
+    of the source, two 64 B destination lines 25 KB apart); the c blocks (512 B on in the
+    source) ran outside the 56 w (3.5 KB on), seven passes each reading a 512 B piece of
+    every 3.5 KB. A/B on Zen 4 (AVX-512), ratio to copy at 1 thread (2 threads),
+    destination -> source order: 1.74-1.80 (1.36-2.00) -> 0.79-0.81 (0.76), oneDNN 2.9-3.1
+    (2.0-3.3); f32 -> bf16 `IOhw16o16i -> IOhw8o8i` 96x16x448x24 1.40 (1.10) -> 0.67
+    (0.67); f32 `OIhw2i8o4i -> OhwI16i48o2i` 32x224x16x112 1.56 (1.18) -> 0.74 (0.76),
+    oneDNN 3.15 (2.27); `IOhw2i8o16i2o -> IhwO8i2o` 192x56x224x13 1.35 (1.51) -> 0.72
+    (0.70); `gIOw8o8i -> abDC8d8c` 8x512x1024x7 1.12 (0.85) -> 0.63 (0.68). Without the
+    stream count (``_far_source_pieces`` and A's rows counted each) it lost where few far
+    stretches were read side by side (`OIhw8i8o2i -> hwoi` 7x112x56x1024, 7: 0.57 (0.67)
+    -> 0.89 (0.75)); without the LLC gate, bf16 -> f32 `gOIw8o4i -> gOwI16i32o2i`
+    1x37x512x256 (a 10 MB source, its pieces read again from the LLC) lost 0.83 -> 1.18 at
+    1 thread."""
+    if not LINE_PIECES_SRC_ORDER:
+        return False
+    if (a.strides[0] != run.extent or run.strides[0] != 1 or (a.extent * run.extent) % _line_elems(ir)
+            or not _starts_on_lines(ir, [b])):
+        return False
+    ssz = ir.operands[1].dtype.size
+    if math.prod(r.valid for r in ir.dims) * ssz < llc_bytes() // 2:
+        return False
+    # the outermost step that moves the source by less than LINE_PIECES_NEAR_BYTES continues
+    # the calls' stretches; the loops inside it, and A, read one stretch per position
+    # (steps a line apart or less stay in one)
+    k = next((i for i, m in enumerate(outer) if 0 < abs(m.strides[1] or 0) * ssz < LINE_PIECES_NEAR_BYTES),
+             None)
+    if k is None:
+        return False
+    streams = math.prod(m.extent for m in [a, *outer[k + 1:]] if abs(m.strides[1] or 0) * ssz > 64)
+    return streams > READ_STREAMS
+
+
+#: Lines plans whose calls write several pieces of whole lines apart take the source order
+#: as ``_lines_src_order`` (``_line_pieces_src_order``; ``LAYOUTJIT_LINE_PIECES_SRC_ORDER=0``:
+#: never).
+LINE_PIECES_SRC_ORDER = os.environ.get("LAYOUTJIT_LINE_PIECES_SRC_ORDER", "1") != "0"
+LINE_PIECES_NEAR_BYTES = 65536
 
 
 def _far_source_pieces(ir: LoopIR, outer: Sequence[Node]) -> bool:

@@ -81,3 +81,40 @@ def test_far_pieces_wide_pieces_and_small_tensors(plans_32):
     # 9 MB of bf16 (moving less than one_rule_min_bytes): the destination order stays
     p = plan_of((256, 2048, 3, 3), "OIhw8i16o2i", "IOhw16o16i", "bf16", "bf16")
     assert not _source_order(p), p.describe()
+
+
+# --- calls that write several whole lines apart (``plan._line_pieces_src_order``) ----------
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt,taken", [
+    ((125, 64, 56, 1, 56), "gOhwi16o", "gOIhw8i8o", "f32", "u8", True),
+    ((96, 16, 448, 24), "IOhw16o16i", "IOhw8o8i", "f32", "bf16", True),
+    ((7, 112, 56, 1024), "OIhw8i8o2i", "hwoi", "f32", "f32", False),  # 7 stretches side by side
+    ((1, 37, 512, 256), "gOIw8o4i", "gOwI16i32o2i", "bf16", "f32", False),  # a 10 MB source
+])
+def test_line_pieces_at_real_sizes(monkeypatch, dims, stag, dtag, sdt, ddt, taken):
+    """Lines calls writing two whole lines apart (A x the run one piece of whole lines, B
+    placing the pieces): source order where destination order reads many stretches."""
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 32 << 20)
+    p = plan_of(dims, stag, dtag, sdt, ddt)
+    assert p.tile.kind == "lines" and not p.tile.rows_contiguous, p.describe()
+    assert _source_order(p) == taken, p.describe()
+    if taken:
+        outer = _outer_src_bytes(p)
+        assert outer == sorted(outer, reverse=True), p.describe()
+        monkeypatch.setattr(plan_mod, "LINE_PIECES_SRC_ORDER", False)
+        assert not _source_order(plan_of(dims, stag, dtag, sdt, ddt))
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
+    ((5, 64, 13, 1, 9), "gOhwi16o", "gOIhw8i8o", "f32", "u8"),
+    ((26, 16, 11, 6), "IOhw16o16i", "IOhw8o8i", "f32", "bf16"),
+])
+def test_line_pieces_is_exact(monkeypatch, dims, stag, dtag, sdt, ddt):
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 64)
+    monkeypatch.setattr(plan_mod, "READ_STREAMS", 2)
+    k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
+    assert _source_order(k.plan) and not k.plan.tile.rows_contiguous, k.plan.describe()
+    ref.check_exact_at_offsets(k, sum(dims))
