@@ -3070,6 +3070,8 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
         assert tile is not None
         notes.append("tiles write whole blocks of whole lines: the outer loops in source order"
                      if tile.rows_contiguous else
+                     "calls write whole lines apart, and destination order reads many source stretches "
+                     "side by side: the outer loops in source order" if tile.kind == "lines" else
                      "tiles write whole lines and read parts of source lines that an outer step "
                      "shares: the outer loops in source order (that step innermost)")
         parallel, jobs, chunk = choose_parallel(ir, tile, moved)
