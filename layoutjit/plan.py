@@ -1608,7 +1608,8 @@ def _line_share_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
     o); the o-blocks, 8 B apart in the source, were the outermost loop, so every source line
     was fetched once per o-block, 8 times in all. Only whole-block tiles reading pieces of
     lines whose stores cannot be NT (NT plans measured equal or lost: `ABc8b32a -> ABc8a8b`
-    0.66 (0.69) -> 0.71 (0.82)), padded digits left in place. A/B on Zen 3 (AVX2), ratio to
+    0.66 (0.69) -> 0.71 (0.82)), padded digits left in place but a padded dim's lightest
+    digit over a long sweep (``LINE_SHARE_PADDED_SPAN_BYTES``). A/B on Zen 3 (AVX2), ratio to
     copy at 1 thread (2 threads), without -> with: that pair 2.49 (2.80) -> 1.66 (1.94)
     (oneDNN 2.94 (3.42)), `ihwo -> OIhw2i8o4i` 2.63 (1.97) -> 1.41 (1.43); `OIhw8i16o2i ->
     oihw` 512x512x7x7 f32 -> s8 3.83 (3.32) -> 1.90 (1.67), 5x5 bf16 2.41 (2.06) -> 1.89
@@ -1758,11 +1759,10 @@ def _lightest_digit(ir: LoopIR, n: Node) -> bool:
 #: (2.3); f32 -> u8 `gIwO24i2o -> IhwO64i4o` 32x16x64x1024 6.33 (7.11) -> 2.57 (1.96),
 #: oneDNN 9.0 (7.3). Without the 4 MB gate 24 of 2804 listed and generated pairs changed
 #: (19 with it); of 21 measured, 16 gained, 3 even, and sweeps under 4 MB (their lines
-#: in the LLC) lost: s8 -> f32
-#: `OdhwI48o2i -> gOhwI24o2i` 256x7x56x8x16 (2.6 MB) 1.66 (1.56) -> 2.13 (1.66), f32
-#: `ABcd8a2b -> gOwI16i48o4i` 100x2048x8x2 (1 MB) 1.72 (1.50) -> 1.99 (1.53). Not with the
-#: L1 count (``LINE_SHARE_L1``): f32 `aCB16b48c2b -> OIw8o16i2o` 256x384x224 lost 1.59
-#: (1.46) -> 2.26 (1.77) with it.
+#: in the LLC) lost: s8 -> f32 `OdhwI48o2i -> gOhwI24o2i` 256x7x56x8x16 (2.6 MB) 1.66
+#: (1.56) -> 2.13 (1.66), f32 `ABcd8a2b -> gOwI16i48o4i` 100x2048x8x2 (1 MB) 1.72 (1.50)
+#: -> 1.99 (1.53). Not with the L1 count (``LINE_SHARE_L1``): f32 `aCB16b48c2b ->
+#: OIw8o16i2o` 256x384x224 lost 1.59 (1.46) -> 2.26 (1.77) with it.
 LINE_SHARE_PADDED_SPAN_BYTES = int(os.environ.get("LAYOUTJIT_LINE_SHARE_PADDED_SPAN_BYTES", 4 << 20))
 
 
