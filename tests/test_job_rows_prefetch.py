@@ -106,6 +106,38 @@ def test_tile_rows_ahead_is_exact(plans_32, monkeypatch, dims, stag, dtag, sdt, 
     ref.check_exact_at_offsets(k, sum(dims))
 
 
+@pytest.mark.parametrize("dims,chunk", [
+    ((1600, 832, 3, 3), 144),  # 16 i x 9 hw of one o: the next i block continues it
+    ((1024, 2048, 3, 3), 144),
+])
+def test_tile_chunk_ahead_at_real_sizes(monkeypatch, dims, chunk):
+    """Tiles whose rows follow one another (one chunk of the source each) prefetch the chunk
+    an outer step continues (``TILE_CHUNK_PREFETCH``), one step ahead."""
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 32 << 20)
+    p, ep = plan_and_epilogue(dims, "oihw", "OIhw16o16i", "f32", "f32")
+    a, b = p.ir.nodes[p.tile.a], p.ir.nodes[p.tile.b]
+    assert p.nt and plan_mod._rows_follow(a, b) and p.rows_ahead == chunk == a.extent * b.extent, p.describe()
+    assert re.search(rf"\+ {chunk}\)", codegen.generate(p, ep))
+    monkeypatch.setattr(plan_mod, "TILE_CHUNK_PREFETCH", False)
+    assert not plan_and_epilogue(dims, "oihw", "OIhw16o16i", "f32", "f32")[0].rows_ahead
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
+    ((64, 48, 3, 3), "oihw", "OIhw16o16i", "f32", "f32"),
+    ((40, 37, 3, 3), "oihw", "OIhw16o16i", "f32", "f32"),  # padded O and I
+])
+def test_tile_chunk_ahead_is_exact(monkeypatch, dims, stag, dtag, sdt, ddt):
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 0)
+    k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
+    a, b = k.plan.ir.nodes[k.plan.tile.a], k.plan.ir.nodes[k.plan.tile.b]
+    assert k.plan.rows_ahead and plan_mod._rows_follow(a, b), k.plan.describe()
+    assert "prefetch(" in k.source
+    ref.check_exact_at_offsets(k, sum(dims))
+
+
 @pytest.mark.parametrize("dims,stag,dtag,ddt,taken", [
     ((512, 13, 4096), "nCw8c", "nCw16c", "u8", True),       # two rows, one partly padding
     ((2048, 13, 56, 55), "nChw8c", "nhwc", "bf16", True),
