@@ -166,3 +166,15 @@ def test_runs_rows_ahead_is_exact(plans_32, monkeypatch, dims, stag, dtag, ddt):
     assert k.plan.tile.kind == "lines" and k.plan.rows_ahead, k.plan.describe()
     assert "prefetch(" in k.source
     ref.check_exact_at_offsets(k, sum(dims))
+
+
+def test_runs_rows_ahead_wide_vectors(monkeypatch):
+    """Plans for 64-byte vectors take ``RUNS_ROWS_AHEAD_WIDE_BYTES`` (0: on Zen 4 the
+    prefetches only cost)."""
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 32 << 20)
+    spec = ((512, 13, 4096), "nCw8c", "nCw16c", "f32", "u8")
+    assert not plan_and_epilogue(*spec)[0].rows_ahead
+    monkeypatch.setattr(plan_mod, "RUNS_ROWS_AHEAD_WIDE_BYTES", 1024)
+    p = plan_and_epilogue(*spec)[0]
+    assert p.tile.kind == "lines" and p.rows_ahead == 1024 // 4, p.describe()
