@@ -2066,6 +2066,19 @@ def _short_rows_from_far_rows(ir: LoopIR, a: Node, b: Node, ssz: int, dsz: int) 
 #: unchanged (8x100x3x56x224 0.65 -> 0.63, `nhwc -> nchw` 64x256x56x56 0.53 -> 0.53).
 #: ``LAYOUTJIT_HALF_PAGE_ROW_COLS=0``: off.
 HALF_PAGE_ROW_COLS = int(os.environ.get("LAYOUTJIT_HALF_PAGE_ROW_COLS", 8))
+#: ... and this many in plans for 64-byte vectors whose tile rows are whole destination
+#: lines (``LAYOUTJIT_HALF_PAGE_ROW_COLS_WIDE``): on Zen 4 (AVX-512) 8 columns (half a line
+#: of f32 source rows) lost to a line of each, A/B, ratio to copy at 1 thread (2 threads),
+#: 8 -> 16 columns: `ab -> ba` f32 512x28672 1.40-1.47 (1.08-1.45) -> 0.82-0.87
+#: (0.83-0.89), oneDNN 3.2-3.4 (2.4-3.7); `iohw -> ohwi` 3584x512x5x5 1.18 (0.87) -> 0.94
+#: (0.78); s8 -> f32 `ndhwc -> ncdhw` 8x112x3x112x224 0.99 (0.98) -> 0.77 (0.95); u8 `chwn
+#: -> nchw` 448x2048x7x7 1.07-1.25 (0.90-1.12) -> 0.97-1.06 (0.92-1.05); f32 -> f16 `ab ->
+#: ba` 1024x4096 3.77 (3.58) -> 1.46 (2.28); f32 -> bf16 `acdb -> hwio` 1024x32x224x13
+#: 1.61 (1.56) -> 1.08 (1.10). 14 of 2894 listed and generated pairs change (the public
+#: `nchw -> nhwc` 128x512x14x14 among them, even); of the 14 measured 8 gained, 6 even.
+#: Rows under a line keep 8 (s8 `hwigo -> Oidhw8o` 8x48x384x299x2, 8-byte rows with plain
+#: stores: 4.06 (2.63) -> 4.80 (3.27) with 16, 6.54 (4.37) with 48).
+HALF_PAGE_ROW_COLS_WIDE = int(os.environ.get("LAYOUTJIT_HALF_PAGE_ROW_COLS_WIDE", 16))
 
 
 #: Bytes of each destination row a transpose widening into 4-byte elements writes per visit
@@ -2131,7 +2144,9 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     V = min(V, cap)
     if (HALF_PAGE_ROW_COLS and not rows_contig and b.strides[0] is not None
             and (b.strides[0] * dsz) % 4096 == 2048 and _transpose_takes_nt(ir, ssz, dsz)):
-        V = min(V, HALF_PAGE_ROW_COLS)  # (destination rows two 4 KB offsets only: see the constant)
+        # (destination rows two 4 KB offsets only: see the constants)
+        wide = vbytes >= 64 and R * dsz >= 64
+        V = min(V, max(HALF_PAGE_ROW_COLS, HALF_PAGE_ROW_COLS_WIDE) if wide else HALF_PAGE_ROW_COLS)
     if BLOCK_TILE_LINES and rows_contig and (R * V * dsz) % 64:
         # Tiles that write whole blocks write R*V contiguous elements: enough columns for
         # whole lines make them NT-capable (nchw -> nhwc C=3 f32 with 32-byte vectors: 3x8

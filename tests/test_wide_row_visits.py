@@ -40,14 +40,35 @@ def test_wide_row_visits_not_taken(nt_everywhere, monkeypatch):
     assert bf.tile.M == bf_off.tile.M, (bf.describe(), bf_off.describe())
 
 
-def test_half_page_rows_take_few_columns(nt_everywhere, monkeypatch):
+def test_half_page_rows_take_few_columns(plans_32, nt_everywhere, monkeypatch):
     """Destination planes 2 KB apart modulo 4 KB (512 f32): tiles of at most
-    HALF_PAGE_ROW_COLS columns; exact. Switch off: a vector of s8 columns."""
+    HALF_PAGE_ROW_COLS columns (32-byte vectors); exact. Switch off: a vector of s8 columns."""
     dims = (2, 40, 2, 16, 16)
-    k = lj.compile_reorder(M(dims, "s8", "ndhwc"), M(dims, "f32", "ncdhw"))
+    k = lj.compiler.build(M(dims, "s8", "ndhwc"), M(dims, "f32", "ncdhw"))
     assert k.plan.nt and k.plan.tile.V == plan_mod.HALF_PAGE_ROW_COLS == 8, k.plan.describe()
     for threads in ref.at_thread_counts((1, 2)):
         assert ref.kernel_matches_reference(k, seed=threads)
     monkeypatch.setattr(plan_mod, "HALF_PAGE_ROW_COLS", 0)
     p = lower_and_plan(M(dims, "s8", "ndhwc"), M(dims, "f32", "ncdhw"), None)[1]
     assert p.tile.V > 8, p.describe()
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt,cols,exact", [
+    ((512, 2000), "ab", "ba", "f32", "f32", 16, True),          # rows of 16 f32: a line each
+    ((2, 40, 2, 16, 16), "ndhwc", "ncdhw", "s8", "f32", 16, True),
+    ((8, 48, 384, 299, 2), "hwigo", "Oidhw8o", "s8", "s8", 8, False),  # rows of 8 bytes
+])
+def test_half_page_rows_wide_vectors(nt_everywhere, monkeypatch, dims, stag, dtag, sdt, ddt, cols, exact):
+    """With 64-byte vectors, tiles whose rows are whole destination lines take
+    HALF_PAGE_ROW_COLS_WIDE columns (16); shorter rows keep HALF_PAGE_ROW_COLS; exact."""
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
+    p = lower_and_plan(M(dims, sdt, stag), M(dims, ddt, dtag), None)[1]
+    t = p.tile
+    assert t.kind == "transpose" and t.V == cols, p.describe()
+    assert (p.ir.nodes[t.b].strides[0] * p.ir.operands[0].dtype.size) % 4096 == 2048
+    if exact:
+        k = lj.compiler.build(M(dims, sdt, stag), M(dims, ddt, dtag))
+        assert k.plan.tile.V == cols
+        assert ref.kernel_matches_reference(k, seed=1)
+    monkeypatch.setattr(plan_mod, "HALF_PAGE_ROW_COLS_WIDE", 0)
+    assert lower_and_plan(M(dims, sdt, stag), M(dims, ddt, dtag), None)[1].tile.V == 8
