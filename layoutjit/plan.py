@@ -2145,8 +2145,8 @@ def _transpose(ir: LoopIR, nodes: list[Node], ia: int, ib: int, vbytes: int, ssz
     if (HALF_PAGE_ROW_COLS and not rows_contig and b.strides[0] is not None
             and (b.strides[0] * dsz) % 4096 == 2048 and _transpose_takes_nt(ir, ssz, dsz)):
         # (destination rows two 4 KB offsets only: see the constants)
-        wide = vbytes >= 64 and R * dsz >= 64
-        V = min(V, max(HALF_PAGE_ROW_COLS, HALF_PAGE_ROW_COLS_WIDE) if wide else HALF_PAGE_ROW_COLS)
+        line_rows = vbytes >= 64 and R * dsz >= 64
+        V = min(V, max(HALF_PAGE_ROW_COLS, HALF_PAGE_ROW_COLS_WIDE) if line_rows else HALF_PAGE_ROW_COLS)
     if BLOCK_TILE_LINES and rows_contig and (R * V * dsz) % 64:
         # Tiles that write whole blocks write R*V contiguous elements: enough columns for
         # whole lines make them NT-capable (nchw -> nhwc C=3 f32 with 32-byte vectors: 3x8
