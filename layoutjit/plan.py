@@ -1642,7 +1642,7 @@ def _line_share_order(ir: LoopIR, tile: TileSpec) -> LoopIR | None:
             return False
         wide = math.prod(m.extent for m in outer[i + 1:]) * tile.R * tile.M * 64 >= LINE_SHARE_BYTES
         if _guarded(ir, n):
-            return (LINE_SHARE_PADDED_SPAN_BYTES > 0 and wide and _lightest_digit(ir, n)
+            return (LINE_SHARE_PADDED_SPAN_BYTES > 0 and wide and _digit_order_ok(ir, list(ir.nodes), n)
                     and _source_span(outer[i + 1:]) * ssz >= LINE_SHARE_PADDED_SPAN_BYTES)
         return wide or (l1 and _lines_overload_l1(ir, rows + [(m.strides[1] or 0, m.extent)
                                                               for m in outer[i + 1:]]))
@@ -1746,12 +1746,6 @@ def _lines_overload_l1(ir: LoopIR, loops: Sequence[tuple[int, int]]) -> bool:
     if math.prod(e for _, e in loops) > LINES_OVERLOAD_MAX_ENUM:
         return False
     return lines_per_l1_set(_source_lines(ir, loops)) > L1_WAYS
-
-
-def _lightest_digit(ir: LoopIR, n: Node) -> bool:
-    """Whether no digit of n's dim is lighter than n (moving n inward keeps a padded dim's
-    digits heaviest-first)."""
-    return all(m.weight >= n.weight for m in ir.nodes if m.dim == n.dim)
 
 
 #: ``_line_share_order`` for a padded dim's lightest digit too, where the loops inside it
