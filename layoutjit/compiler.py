@@ -1,7 +1,8 @@
 """The pipeline: descriptors -> IR -> plan -> source -> machine code, cached.
 
-``build`` walks ``lower`` (ir), ``make_plan`` (plan), ``generate`` (codegen)
-and ``load_module`` (cache) once per distinct key; ``get_kernel`` puts the
+``build`` walks ``lower`` (ir), ``widen`` (runs both layouts keep together as wider
+elements, where that makes a register transpose), ``make_plan`` (plan), ``generate``
+(codegen) and ``load_module`` (cache) once per distinct key; ``get_kernel`` puts the
 in-memory cache in front of it.
 """
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numba
 
 from . import __version__, verbose
+from . import widen as widen_mod
 from .cache import MemoryCache, load_module
 from .codegen import CODEGEN_VERSION, Epilogue, generate, plain_epilogue, source_hash
 from .desc import MemoryDesc
@@ -21,6 +23,7 @@ from .errors import LayoutError, Unimplemented
 from .ir import LoopIR, lower
 from .kernel import Kernel, check_layout
 from .plan import Plan, make_plan
+from .widen import widen
 
 if TYPE_CHECKING:
     from .attrs import Attrs
@@ -70,9 +73,19 @@ def lower_and_plan(src_md: MemoryDesc, dst_md: MemoryDesc, attrs: Attrs | None
     extra = attrs.extra_operands(src_md, dst_md) if attrs is not None else ()
     ir = lower(dst_md, src_md, extra)
     ep = attrs.epilogue(src_md, dst_md) if attrs is not None else plain_epilogue(src_md.dtype, dst_md.dtype)
-    plan = make_plan(ir, allow_tile=ep.tile_ok, allow_shift=ep.direct,
-                     allow_cols=ep.direct or bool(ep.vector_ops))
-    return ir, plan, ep
+
+    def plan_of(ir: LoopIR) -> Plan:
+        return make_plan(ir, allow_tile=ep.tile_ok, allow_shift=ep.direct,
+                         allow_cols=ep.direct or bool(ep.vector_ops))
+
+    wide = widen(ir) if attrs is None else ir
+    if wide is not ir:
+        plan = plan_of(wide)
+        # runs both sides keep together, moved as wide elements: kept where that makes a
+        # register transpose of them (see widen.TRANSPOSES_ONLY)
+        if not widen_mod.TRANSPOSES_ONLY or (plan.tile is not None and plan.tile.kind == "transpose"):
+            return wide, plan, ep
+    return ir, plan_of(ir), ep
 
 
 def title_of(kind: str, src_md: MemoryDesc, dst_md: MemoryDesc, attrs: Attrs | None) -> str:

@@ -1179,9 +1179,25 @@ def _stream_src_order(ir: LoopIR, tile: TileSpec) -> bool:
     if not STREAM_SRC_ORDER or len(ir.nodes) < 3:
         return False
     run = ir.nodes[tile.a]
-    if run.extent % _line_elems(ir) or (run.dim is not None and ir.dims[run.dim].guarded):
+    q = _line_elems(ir)
+    if run.extent % q or (run.dim is not None and ir.dims[run.dim].guarded
+                          and not (STREAM_SRC_ORDER_PADDED and _bounds_on_lines(ir, run))):
         return False
     return _starts_on_lines(ir, ir.nodes[:tile.a])
+
+
+#: ... also where the run's dim is padded with its bounds on destination lines
+#: (``_bounds_on_lines``), so that its calls still write whole lines of data or zeros.
+STREAM_SRC_ORDER_PADDED = os.environ.get("LAYOUTJIT_STREAM_SRC_ORDER_PADDED", "1") != "0"
+
+
+def _bounds_on_lines(ir: LoopIR, run: Node) -> bool:
+    """Whether a padded run's data and zeros change only at whole destination lines (the
+    run has destination stride 1: its dim's ``valid`` and ``write`` fall on lines)."""
+    if run.dim is None or run.strides[0] != 1:
+        return False
+    r = ir.dims[run.dim]
+    return all(b % (_line_elems(ir) * run.weight) == 0 for b in (r.valid, r.write))
 
 
 def _line_elems(ir: LoopIR) -> int:

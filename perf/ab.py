@@ -8,7 +8,8 @@ copy compare directly. Each line of JOBFILE is::
 
     DIMS:SRC:DST[:SDT[:DDT]] ;; name=statements ;; name=statements ...
 
-The statements run with ``pm`` (layoutjit.plan), ``cg`` (layoutjit.codegen) and ``simd`` bound,
+The statements run with ``pm`` (layoutjit.plan), ``cg`` (layoutjit.codegen), ``simd`` and ``wd``
+(layoutjit.widen) bound,
 before the variant is built; every module attribute they change is restored afterwards.
 A micro-kernel switch (``simd.*``) shapes machine code the source does not show, so its
 statements must also reset ``cg._FINGERPRINT = None`` (the disk cache key). Example::
@@ -57,12 +58,13 @@ def build_with(stmts: str, src_md: Any, dst_md: Any) -> Any:
     from layoutjit import codegen as cg
     from layoutjit import compiler, simd
     from layoutjit import plan as pm
+    from layoutjit import widen as wd
 
-    mods = (pm, cg, simd)
+    mods = (pm, cg, simd, wd)
     snap = {m: dict(vars(m)) for m in mods}
     try:
         if stmts:
-            exec(stmts, {"pm": pm, "cg": cg, "simd": simd})
+            exec(stmts, {"pm": pm, "cg": cg, "simd": simd, "wd": wd})
         return compiler.build(src_md, dst_md)
     finally:
         for m, saved in snap.items():

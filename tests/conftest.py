@@ -39,3 +39,13 @@ def stores(request, monkeypatch):
 
         monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
     return request.param
+
+
+@pytest.fixture
+def narrow_elements(monkeypatch):
+    """Plans of the IR as lowered, without element widening (``layoutjit.widen``): for tests
+    of planner rules shown on 1- and 2-byte pairs whose runs would otherwise move as wider
+    elements (and take other plans). Widening itself is tested in test_widen.py."""
+    import layoutjit.widen as widen_mod
+
+    monkeypatch.setattr(widen_mod, "WIDEN_MAX_BYTES", 1)

@@ -17,6 +17,9 @@ import layoutjit.plan as plan_mod
 import reference as ref
 from layoutjit.compiler import build, lower_and_plan
 
+# the rules shown here act on the narrow IR of these 1- and 2-byte pairs
+pytestmark = pytest.mark.usefixtures("narrow_elements")
+
 M = lj.MemoryDesc
 NOTE = "whole blocks of whole lines: the outer loops in source order"
 

@@ -96,7 +96,7 @@ def test_source_order_not_taken(nt_everywhere):
     order."""
     cases = [
         (M((2, 9, 5, 40), "f32", "abcd"), M((2, 9, 5, 40), "f32", "acbd")),       # 160 B runs
-        (M((2, 40, 3, 4), "f32", "aBcd64b"), M((2, 40, 3, 4), "f32", "aBdc64b")),  # padded run
+        (M((2, 40, 3, 4), "f32", "aBcd64b"), M((2, 40, 3, 4), "f32", "aBdc64b")),  # padded off a line
         (M((64, 64), "f32", "ab"), M((64, 64), "f32", "ab")),                      # one node
     ]
     big = M((2, 8, 4, 64), "f32", "acbd")
@@ -104,3 +104,32 @@ def test_source_order_not_taken(nt_everywhere):
     for s, d in cases:
         p = plan_of(s, d)
         assert not any(NOTE in n for n in p.notes), (s, d, p.describe())
+
+
+def test_padded_run_on_lines_at_real_size():
+    """A run whose dim is padded with its bounds on lines (o = 112 of 128, 32 o per run:
+    the last run 16 o of data and 16 of zeros, each a whole line) takes the source order;
+    the switch off, destination order."""
+    import layoutjit.plan as plan_mod
+
+    dims = (112, 6, 112, 96)
+    s, d = M(dims, "f32", "AcdB4b32a"), M(dims, "f32", "ABcd4b32a")
+    p = plan_of(s, d)
+    assert p.nt and p.tile.kind == "stream" and any(NOTE in n for n in p.notes), p.describe()
+    mp = pytest.MonkeyPatch()
+    mp.setattr(plan_mod, "STREAM_SRC_ORDER_PADDED", False)
+    try:
+        assert not any(NOTE in n for n in plan_of(s, d).notes)
+    finally:
+        mp.undo()
+
+
+@pytest.mark.parametrize("dims", [(48, 6, 5, 3), (80, 3, 2, 7)])
+def test_padded_run_on_lines_is_exact(nt_everywhere, dims):
+    s, d = M(dims, "f32", "AcdB4b32a"), M(dims, "f32", "ABcd4b32a")
+    k = lj.compile_reorder(s, d)
+    assert any(NOTE in n for n in k.plan.notes), k.plan.describe()
+    rng = np.random.default_rng(dims[0])
+    x = ref.random_raw(s.get_size() // 4, "f32", rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // 4, np.float32)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 8, 60])

@@ -19,6 +19,9 @@ import layoutjit as lj
 import reference as ref
 from layoutjit.compiler import build
 
+# the rules shown here act on the narrow IR of these 1- and 2-byte pairs
+pytestmark = pytest.mark.usefixtures("narrow_elements")
+
 M = lj.MemoryDesc
 
 CASES = [

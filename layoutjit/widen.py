@@ -1,0 +1,119 @@
+"""Element widening: a run both sides keep together moves as one wider element.
+
+A plain reorder (same data type, no attributes) whose source and destination both
+hold the same lightest digit of a dim contiguously -- the ``4i`` of s8
+``OIhw4i16o4i -> OIhw2i8o4i``, the ``2i`` of bf16 ``OIhw8i16o2i -> OIhw16i16o2i`` --
+never separates the k elements of that run. Read as one element of k times the
+size, the reorder is the same permutation of fewer, wider elements, and every
+micro-kernel built for 2- and 4-byte elements applies: a 1-byte register transpose
+(a 64-lane byte network per 64-byte vector) becomes a 4-byte one.
+
+``widen(ir)`` rewrites the IR before planning: the run's node loses k of its steps
+(its extent divides by k; it disappears when it equals k), every other stride and
+that dim's weights and extents divide by k, and the operands take the wider bit
+type (``bf16`` words for 2 bytes, ``s32`` for 4, ``f64`` for 8: same-type moves
+copy the bits, no conversion runs). Kernels take byte pointers, so nothing changes
+at run time.
+
+Conditions, all exact: the run's node has stride 1 in both operands; k divides its
+extent, the dim's size (padding never shares a wide element with data, so zero
+padding stays whole elements), every other stride and ``offset0`` of both operands.
+``LAYOUTJIT_WIDEN_MAX_BYTES`` caps the wide element (default 4; 1 turns widening
+off): 8-byte elements would take over tuned f32 plans (``nhwc -> nChw16c``) for no
+measured gain. The compiler keeps the wide IR only where its plan is a register
+transpose (``TRANSPOSES_ONLY``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from .dtypes import BF16, F64, S32, DataType
+from .ir import Digit, DimRange, LoopIR, Node, Operand
+
+#: Largest wide element in bytes (1: off).
+WIDEN_MAX_BYTES = int(os.environ.get("LAYOUTJIT_WIDEN_MAX_BYTES", 4))
+
+#: Keep the wide IR only where its plan is a register transpose (``transpose`` tiles); plan
+#: the narrow IR otherwise. Widening pays where it turns runs of 1-2 elements (``lines``
+#: tiles, a gather per run) into a register transpose of wide elements; where the wide plan
+#: moves runs or streams too, the narrow plan measured as fast or faster (its runs are
+#: k times longer; bf16 ``OhwI32o4i -> Ihwo16i`` 55x16x256x256: 0.92x copy narrow, 1.14 wide).
+TRANSPOSES_ONLY = os.environ.get("LAYOUTJIT_WIDEN_TRANSPOSES_ONLY", "1") != "0"
+
+#: The bit type that moves a wide element of each size.
+_BITS: dict[int, DataType] = {2: BF16, 4: S32, 8: F64}
+
+
+def run_node(ir: LoopIR) -> Node | None:
+    """The node both operands step with stride 1 at weight 1 (the shared contiguous run)."""
+    if len(ir.operands) != 2 or ir.operands[0].dtype != ir.operands[1].dtype:
+        return None
+    for n in ir.nodes:
+        if n.dim is not None and n.weight == 1 and n.strides[0] == 1 and n.strides[1] == 1:
+            return n
+    return None
+
+
+def widen_factor(ir: LoopIR, max_bytes: int | None = None) -> int:
+    """The largest k (a power of two, k * element size <= max_bytes) the IR can widen by; 1: none."""
+    cap = WIDEN_MAX_BYTES if max_bytes is None else max_bytes
+    run = run_node(ir)
+    if run is None:
+        return 1
+    esz = ir.operands[0].dtype.size
+    r = ir.dims[run.dim]  # type: ignore[index]
+    best, k = 1, 2
+    while k * esz <= cap and k * esz in _BITS:
+        ok = (run.extent % k == 0
+              and all(b % k == 0 for b in (r.valid, r.write, r.extent, r.src_extent))
+              and all(op.offset0 % k == 0 for op in ir.operands)
+              and all(s is not None and s % k == 0
+                      for n in ir.nodes if n is not run for s in n.strides))
+        if not ok:
+            break
+        best, k = k, k * 2
+    return best
+
+
+def _widen_digits(op: Operand, d: int, k: int, dtype: DataType) -> Operand:
+    digs = []
+    for dg in op.digits[d]:
+        if dg.weight == 1:  # the run: stride 1, k of its steps are one element now
+            digs.append(Digit(1, None if dg.extent is None else dg.extent // k, dg.stride))
+        else:  # weights are multiples of the run's extent; a stride that is not a multiple
+            # of k belongs to a digit that never steps (its weight covers the whole dim)
+            digs.append(Digit(dg.weight // k, dg.extent, dg.stride // k if dg.stride % k == 0 else 0))
+    return replace(op, dtype=dtype, offset0=op.offset0 // k,
+                   digits=op.digits[:d] + (tuple(digs),) + op.digits[d + 1:])
+
+
+def widen(ir: LoopIR, max_bytes: int | None = None) -> LoopIR:
+    """The IR with its shared contiguous run moved as wide elements (``ir`` itself when none)."""
+    k = widen_factor(ir, max_bytes)
+    if k == 1:
+        return ir
+    run = run_node(ir)
+    assert run is not None and run.dim is not None
+    d = run.dim
+    dtype = _BITS[k * ir.operands[0].dtype.size]
+    nodes = []
+    for n in ir.nodes:
+        if n is run:
+            if n.extent > k:
+                nodes.append(Node(n.extent // k, d, 1, n.strides))
+        elif n.dim == d:
+            nodes.append(Node(n.extent, d, n.weight // k, tuple(s // k for s in n.strides)))  # type: ignore[operator]
+        else:
+            nodes.append(Node(n.extent, n.dim, n.weight, tuple(s // k for s in n.strides)))  # type: ignore[operator]
+    r = ir.dims[d]
+    dims = list(ir.dims)
+    dims[d] = DimRange(r.valid // k, r.write // k, r.extent // k, r.src_extent // k)
+    ops = tuple(_widen_digits(op, d, k, dtype) for op in ir.operands)
+    note = (f"dim {'abcdefghijkl'[d]}: runs of {k} {ir.operands[0].dtype} move as one "
+            f"{k * ir.operands[0].dtype.size}-byte element")
+    return LoopIR(ops, tuple(dims), tuple(nodes), ir.notes + (note,))
+
+
+__all__ = ["widen", "widen_factor", "run_node", "WIDEN_MAX_BYTES", "TRANSPOSES_ONLY"]
