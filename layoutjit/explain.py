@@ -192,6 +192,7 @@ def explain_kernel(kernel: Kernel) -> str:
     else:
         from .compiler import lower_and_plan
 
+        unit = "elements"
         try:
             ir = lower_and_plan(src_md, dst_md, attrs)[0]
         except Exception as e:  # pragma: no cover - the kernel compiled, so this should not fail
@@ -200,8 +201,10 @@ def explain_kernel(kernel: Kernel) -> str:
             from .ir import format_ir
 
             ir_text = format_ir(ir)
+            if ir.operands[0].dtype.size != dst_md.dtype.size:  # widened (layoutjit.widen)
+                unit = f"{ir.operands[0].dtype.size}-byte elements"
         out.append(_section("IR: the common refinement, one loop node per index digit"))
-        out.append("strides in elements; f(x): offset computed from the index; operand 0 is the destination")
+        out.append(f"strides in {unit}; f(x): offset computed from the index; operand 0 is the destination")
         out.append(ir_text)
         out.append("")
         out.append(_section("plan: after drop_unit, order_by_dst, merge, tiling, parallel split"))

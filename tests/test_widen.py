@@ -152,3 +152,10 @@ def test_switch_off(monkeypatch):
     s, d = M((32, 48, 5, 3), "s8", "OIhw4i16o4i"), M((32, 48, 5, 3), "s8", "OIhw2i8o4i")
     ir = lower_and_plan(s, d, None)[0]
     assert all(op.dtype == "s8" for op in ir.operands)
+
+
+def test_explain_names_the_wide_elements():
+    k = build(M((64, 64, 3, 3), "u8", "OIhw16i16o2i"), M((64, 64, 3, 3), "u8", "OhwI16o4i"))
+    txt = k.explain()
+    assert "strides in 2-byte elements" in txt and "runs of 2 u8 move as one 2-byte element" in txt
+    assert ref.kernel_matches_reference(k, seed=9)
