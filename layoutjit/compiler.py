@@ -9,6 +9,7 @@ in-memory cache in front of it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,14 +79,39 @@ def lower_and_plan(src_md: MemoryDesc, dst_md: MemoryDesc, attrs: Attrs | None
         return make_plan(ir, allow_tile=ep.tile_ok, allow_shift=ep.direct,
                          allow_cols=ep.direct or bool(ep.vector_ops))
 
-    wide = widen(ir) if attrs is None else ir
+    if attrs is not None:
+        return ir, plan_of(ir), ep
+    chosen, plan = _choose_width(ir, plan_of)
+    return chosen, plan, ep
+
+
+def _choose_width(ir: LoopIR, plan_of: Callable[[LoopIR], Plan]) -> tuple[LoopIR, Plan]:
+    """The IR to plan, as lowered or with the run both layouts keep together moved as wider
+    elements (``layoutjit.widen``), and its plan.
+
+    The wide IR is kept where its plan is a register transpose (``widen.TRANSPOSES_ONLY``);
+    1- and 2-byte elements go on to 8-byte ones where the plan so far stores plain and the
+    wider one is an NT register transpose (``widen.WIDEN_NT_MAX_BYTES``).
+    """
+    chosen, plan = ir, None
+    wide = widen(ir)
     if wide is not ir:
-        plan = plan_of(wide)
-        # runs both sides keep together, moved as wide elements: kept where that makes a
-        # register transpose of them (see widen.TRANSPOSES_ONLY)
-        if not widen_mod.TRANSPOSES_ONLY or (plan.tile is not None and plan.tile.kind == "transpose"):
-            return wide, plan, ep
-    return ir, plan_of(ir), ep
+        p = plan_of(wide)
+        if not widen_mod.TRANSPOSES_ONLY or _is_transpose(p):
+            chosen, plan = wide, p
+    if plan is None:
+        plan = plan_of(ir)
+    if not plan.nt and ir.operands[0].dtype.size < 4:
+        wider = widen(ir, widen_mod.WIDEN_NT_MAX_BYTES)
+        if wider.operands[0].dtype.size > chosen.operands[0].dtype.size:
+            p = plan_of(wider)
+            if p.nt and _is_transpose(p):
+                return wider, p
+    return chosen, plan
+
+
+def _is_transpose(plan: Plan) -> bool:
+    return plan.tile is not None and plan.tile.kind == "transpose"
 
 
 def title_of(kind: str, src_md: MemoryDesc, dst_md: MemoryDesc, attrs: Attrs | None) -> str:

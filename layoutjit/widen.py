@@ -21,7 +21,8 @@ padding stays whole elements), every other stride and ``offset0`` of both operan
 ``LAYOUTJIT_WIDEN_MAX_BYTES`` caps the wide element (default 4; 1 turns widening
 off): 8-byte elements would take over tuned f32 plans (``nhwc -> nChw16c``) for no
 measured gain. The compiler keeps the wide IR only where its plan is a register
-transpose (``TRANSPOSES_ONLY``).
+transpose (``TRANSPOSES_ONLY``); 1- and 2-byte elements go on to 8 bytes where that turns
+a plan of plain stores into an NT register transpose (``WIDEN_NT_MAX_BYTES``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ WIDEN_MAX_BYTES = int(os.environ.get("LAYOUTJIT_WIDEN_MAX_BYTES", 4))
 #: moves runs or streams too, the narrow plan measured as fast or faster (its runs are
 #: k times longer; bf16 ``OhwI32o4i -> Ihwo16i`` 55x16x256x256: 0.92x copy narrow, 1.14 wide).
 TRANSPOSES_ONLY = os.environ.get("LAYOUTJIT_WIDEN_TRANSPOSES_ONLY", "1") != "0"
+
+#: Elements under 4 bytes widen further, up to this many bytes, where the plan chosen with
+#: ``WIDEN_MAX_BYTES`` stores plain and the wider one is a register transpose with
+#: non-temporal stores (0 or at most WIDEN_MAX_BYTES: never). Over 24 sampled 1- and 2-byte
+#: pairs that 8-byte elements change (61 of 1080 listed and generated), 8 bytes everywhere
+#: measured 0.98 -> 0.78x copy at 1 thread (0.91 -> 0.75 at 2): of the 9 whose plan stored
+#: plain, 8 gained (u8 `gOIhw8i8o -> gOIhw16i16o` 14x192x7x224x13 0.91 -> 0.43, bf16
+#: `gIwO16o64i4o -> NChw2c32n8c` 2.14 -> 0.82, s8 `OIw8i8o -> Owi32o` 1.41 -> 0.73) and
+#: one lost a little (u8 `nCw8c -> nCw16c` 28672x1024x3 0.79 -> 0.84); the NT ones were
+#: mixed (8 gained, 6 lost: u8 `nhwc -> nChw8c` 192x768x28x28 0.71 -> 0.84, `nCdhw8c ->
+#: ndhwc` 0.63 -> 0.76, `abDC24d8c -> gOIw16o16i` 0.80 -> 1.35) and keep their plan.
+WIDEN_NT_MAX_BYTES = int(os.environ.get("LAYOUTJIT_WIDEN_NT_MAX_BYTES", 8))
 
 #: The bit type that moves a wide element of each size.
 _BITS: dict[int, DataType] = {2: BF16, 4: S32, 8: F64}
@@ -116,4 +129,4 @@ def widen(ir: LoopIR, max_bytes: int | None = None) -> LoopIR:
     return LoopIR(ops, tuple(dims), tuple(nodes), ir.notes + (note,))
 
 
-__all__ = ["widen", "widen_factor", "run_node", "WIDEN_MAX_BYTES", "TRANSPOSES_ONLY"]
+__all__ = ["widen", "widen_factor", "run_node", "WIDEN_MAX_BYTES", "WIDEN_NT_MAX_BYTES", "TRANSPOSES_ONLY"]

@@ -159,3 +159,37 @@ def test_explain_names_the_wide_elements():
     txt = k.explain()
     assert "strides in 2-byte elements" in txt and "runs of 2 u8 move as one 2-byte element" in txt
     assert ref.kernel_matches_reference(k, seed=9)
+
+
+def test_eight_bytes_where_they_make_nt_transposes():
+    """u8 `OIhw8i8o -> OIhw16i16o` 12288x512x5x5 plans runs of 8 bytes with plain stores;
+    as 8-byte elements it is an NT register transpose, which is kept
+    (``WIDEN_NT_MAX_BYTES``). A plan that stores NT already keeps its width."""
+    dims = (12288, 512, 5, 5)
+    s, d = M(dims, "u8", "OIhw8i8o"), M(dims, "u8", "OIhw16i16o")
+    p = lower_and_plan(s, d, None)[1]
+    assert p.ir.operands[0].dtype == "f64" and p.nt and p.tile.kind == "transpose", p.describe()
+    mp = pytest.MonkeyPatch()
+    mp.setattr(widen_mod, "WIDEN_NT_MAX_BYTES", 0)
+    try:
+        p0 = lower_and_plan(s, d, None)[1]
+    finally:
+        mp.undo()
+    assert p0.ir.operands[0].dtype == "u8" and not p0.nt, p0.describe()
+    # nhwc -> nChw8c u8 at a size that stores NT: runs of 8 bytes stay
+    big = (192, 768, 28, 28)
+    q = lower_and_plan(M(big, "u8", "nhwc"), M(big, "u8", "nChw8c"), None)[1]
+    assert q.nt and q.ir.operands[0].dtype == "u8", q.describe()
+
+
+@pytest.mark.parametrize("dims,stag,dtag,dt", [
+    ((48, 40, 5, 3), "OIhw8i8o", "OIhw16i16o", "u8"),
+    ((40, 24, 3, 3), "Ohwi8o", "OIhw16i16o", "s8"),     # o = 40: zero padding to 48 in 8-byte words
+    ((32, 48, 7), "OIw4i8o4i", "OIw16o16i", "bf16"),   # runs of 4 bf16
+])
+def test_eight_byte_kernels_match_reference(dims, stag, dtag, dt, stores, always_wide, monkeypatch):
+    monkeypatch.setattr(widen_mod, "WIDEN_MAX_BYTES", 8)
+    s, d = M(dims, dt, stag), M(dims, dt, dtag)
+    k = build(s, d)
+    assert any("8-byte element" in n for n in k.plan.ir.notes), k.plan.describe()
+    assert ref.kernel_matches_reference(k, seed=11), k.plan.describe()
