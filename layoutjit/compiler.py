@@ -93,6 +93,8 @@ def _choose_width(ir: LoopIR, plan_of: Callable[[LoopIR], Plan]) -> tuple[LoopIR
     1- and 2-byte elements go on to 8-byte ones where the plan so far stores plain and the
     wider one is an NT register transpose (``widen.WIDEN_NT_MAX_BYTES``).
     """
+    if widen_mod.WIDEN_MAX_BYTES <= 1:  # widening off
+        return ir, plan_of(ir)
     chosen, plan = ir, None
     wide = widen(ir)
     if wide is not ir:

@@ -33,7 +33,7 @@ from dataclasses import replace
 from .dtypes import BF16, F64, S32, DataType
 from .ir import Digit, DimRange, LoopIR, Node, Operand
 
-#: Largest wide element in bytes (1: off).
+#: Largest wide element in bytes (1: no widening at all, ``WIDEN_NT_MAX_BYTES`` included).
 WIDEN_MAX_BYTES = int(os.environ.get("LAYOUTJIT_WIDEN_MAX_BYTES", 4))
 
 #: Keep the wide IR only where its plan is a register transpose (``transpose`` tiles); plan
@@ -73,10 +73,10 @@ def widen_factor(ir: LoopIR, max_bytes: int | None = None) -> int:
     """The largest k (a power of two, k * element size <= max_bytes) the IR can widen by; 1: none."""
     cap = WIDEN_MAX_BYTES if max_bytes is None else max_bytes
     run = run_node(ir)
-    if run is None:
+    if run is None or run.dim is None:
         return 1
     esz = ir.operands[0].dtype.size
-    r = ir.dims[run.dim]  # type: ignore[index]
+    r = ir.dims[run.dim]
     best, k = 1, 2
     while k * esz <= cap and k * esz in _BITS:
         ok = (run.extent % k == 0
@@ -116,10 +116,9 @@ def widen(ir: LoopIR, max_bytes: int | None = None) -> LoopIR:
         if n is run:
             if n.extent > k:
                 nodes.append(Node(n.extent // k, d, 1, n.strides))
-        elif n.dim == d:
-            nodes.append(Node(n.extent, d, n.weight // k, tuple(s // k for s in n.strides)))  # type: ignore[operator]
-        else:
-            nodes.append(Node(n.extent, n.dim, n.weight, tuple(s // k for s in n.strides)))  # type: ignore[operator]
+            continue
+        strides = tuple(None if s is None else s // k for s in n.strides)  # (none is None here)
+        nodes.append(Node(n.extent, n.dim, n.weight // k if n.dim == d else n.weight, strides))
     r = ir.dims[d]
     dims = list(ir.dims)
     dims[d] = DimRange(r.valid // k, r.write // k, r.extent // k, r.src_extent // k)

@@ -48,4 +48,4 @@ def narrow_elements(monkeypatch):
     elements (and take other plans). Widening itself is tested in test_widen.py."""
     import layoutjit.widen as widen_mod
 
-    monkeypatch.setattr(widen_mod, "WIDEN_MAX_BYTES", 1)
+    monkeypatch.setattr(widen_mod, "WIDEN_MAX_BYTES", 1)  # (8-byte NT widening included)

@@ -176,6 +176,11 @@ def test_eight_bytes_where_they_make_nt_transposes():
     finally:
         mp.undo()
     assert p0.ir.operands[0].dtype == "u8" and not p0.nt, p0.describe()
+    mp.setattr(widen_mod, "WIDEN_MAX_BYTES", 1)  # widening off: the 8-byte step too
+    try:
+        assert lower_and_plan(s, d, None)[1].ir.operands[0].dtype == "u8"
+    finally:
+        mp.undo()
     # nhwc -> nChw8c u8 at a size that stores NT: runs of 8 bytes stay
     big = (192, 768, 28, 28)
     q = lower_and_plan(M(big, "u8", "nhwc"), M(big, "u8", "nChw8c"), None)[1]
