@@ -198,3 +198,32 @@ def test_eight_byte_kernels_match_reference(dims, stag, dtag, dt, stores, always
     k = build(s, d)
     assert any("8-byte element" in n for n in k.plan.ir.notes), k.plan.describe()
     assert ref.kernel_matches_reference(k, seed=11), k.plan.describe()
+
+
+MISALIGNED = [
+    ((32, 48, 5, 3), "OIhw4i16o4i", "OIhw2i8o4i", "s8", 4),
+    ((64, 40, 6, 5), "OIhw8i8o", "OIhw16i16o", "u8", 8),
+    ((3, 36, 5, 7), "nhwc", "nChw16c", "s8", 4),
+    ((8, 32, 12, 6), "ihwo", "hwio", "u8", 4),        # runs of 8 o, two wide elements
+    ((32, 40, 3, 3), "OIhw8i16o2i", "OIhw16i16o2i", "bf16", 4),
+]
+
+
+@pytest.mark.parametrize("dims,stag,dtag,dt,cap", MISALIGNED)
+def test_wide_elements_at_any_byte_offset(dims, stag, dtag, dt, cap, stores, always_wide, monkeypatch):
+    """Wide elements read from and written to buffers that are not aligned to their size
+    (byte offsets 1, 3 and 6 past a line, the source 1 byte in): every byte right, no guard
+    byte touched, NT stores or not."""
+    monkeypatch.setattr(widen_mod, "WIDEN_MAX_BYTES", cap)
+    s, d = M(dims, dt, stag), M(dims, dt, dtag)
+    k = build(s, d)
+    assert any(f"{cap}-byte element" in n for n in k.plan.ir.notes), k.plan.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, dt, rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, 1, 3, 6])
+    raw = np.zeros(x.nbytes + 65, np.uint8)
+    a0 = (-raw.ctypes.data) % 64 + 1
+    xs = raw[a0:a0 + x.nbytes]
+    xs[:] = x.view(np.uint8)
+    ref.check_guarded_runs(k, xs, expect, [0, 5])
