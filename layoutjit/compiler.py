@@ -90,8 +90,9 @@ def _choose_width(ir: LoopIR, plan_of: Callable[[LoopIR], Plan]) -> tuple[LoopIR
     elements (``layoutjit.widen``), and its plan.
 
     The wide IR is kept where its plan is a register transpose (``widen.TRANSPOSES_ONLY``);
-    1- and 2-byte elements go on to 8-byte ones where the plan so far stores plain and the
-    wider one is an NT register transpose (``widen.WIDEN_NT_MAX_BYTES``).
+    1- and 2-byte elements go on to 8-byte ones where the plan so far stores plain (or cuts
+    its runs at lines, ``Plan.line_phases``) and the wider one is an NT register transpose
+    (``widen.WIDEN_NT_MAX_BYTES``).
     """
     if widen_mod.WIDEN_MAX_BYTES <= 1:  # widening off
         return ir, plan_of(ir)
@@ -103,7 +104,7 @@ def _choose_width(ir: LoopIR, plan_of: Callable[[LoopIR], Plan]) -> tuple[LoopIR
             chosen, plan = wide, p
     if plan is None:
         plan = plan_of(ir)
-    if not plan.nt and ir.operands[0].dtype.size < 4:
+    if (not plan.nt or plan.line_phases > 1) and ir.operands[0].dtype.size < 4:
         wider = widen(ir, widen_mod.WIDEN_NT_MAX_BYTES)
         if wider.operands[0].dtype.size > chosen.operands[0].dtype.size:
             p = plan_of(wider)

@@ -44,15 +44,21 @@ WIDEN_MAX_BYTES = int(os.environ.get("LAYOUTJIT_WIDEN_MAX_BYTES", 4))
 TRANSPOSES_ONLY = os.environ.get("LAYOUTJIT_WIDEN_TRANSPOSES_ONLY", "1") != "0"
 
 #: Elements under 4 bytes widen further, up to this many bytes, where the plan chosen with
-#: ``WIDEN_MAX_BYTES`` stores plain and the wider one is a register transpose with
-#: non-temporal stores (0 or at most WIDEN_MAX_BYTES: never). Over 24 sampled 1- and 2-byte
+#: ``WIDEN_MAX_BYTES`` stores plain (or cuts NT runs at lines, below) and the wider one is a
+#: register transpose with non-temporal stores (0 or at most WIDEN_MAX_BYTES: never). Over 24 sampled 1- and 2-byte
 #: pairs that 8-byte elements change (61 of 1080 listed and generated), 8 bytes everywhere
 #: measured 0.98 -> 0.78x copy at 1 thread (0.91 -> 0.75 at 2): of the 9 whose plan stored
 #: plain, 8 gained (u8 `gOIhw8i8o -> gOIhw16i16o` 14x192x7x224x13 0.91 -> 0.43, bf16
 #: `gIwO16o64i4o -> NChw2c32n8c` 2.14 -> 0.82, s8 `OIw8i8o -> Owi32o` 1.41 -> 0.73) and
 #: one lost a little (u8 `nCw8c -> nCw16c` 28672x1024x3 0.79 -> 0.84); the NT ones were
 #: mixed (8 gained, 6 lost: u8 `nhwc -> nChw8c` 192x768x28x28 0.71 -> 0.84, `nCdhw8c ->
-#: ndhwc` 0.63 -> 0.76, `abDC24d8c -> gOIw16o16i` 0.80 -> 1.35) and keep their plan.
+#: ndhwc` 0.63 -> 0.76, `abDC24d8c -> gOIw16o16i` 0.80 -> 1.35) and keep their plan, but
+#: for NT runs whose columns start off the lines (``Plan.line_phases`` > 1; a line shared by
+#: two columns is stored plain): all 3 of those (of 48 NT runs plans whose 8-byte plan is an
+#: NT transpose) gained or held, u8 `ndhwc -> nCdhw8c` 448x2048x3x7x7 2.42 (1.69) -> 1.96
+#: (1.34), oneDNN 2.9, u8 `gOIhw8i8o -> hwigo` 3.55 (2.32) -> 2.63 (1.75); panels of such
+#: columns (``Plan.lines_panel``) were mixed (5 gained, 3 lost: s8 `nChw8c -> nChw16c`
+#: 14x14 0.62 -> 0.81) and keep theirs.
 WIDEN_NT_MAX_BYTES = int(os.environ.get("LAYOUTJIT_WIDEN_NT_MAX_BYTES", 8))
 
 #: The bit type that moves a wide element of each size.

@@ -23,7 +23,7 @@ def plan_of(dims, dt, stag, dtag):
     return lower_and_plan(M(dims, dt, stag), M(dims, dt, dtag), None)[1]
 
 
-def test_phased_lines_time_one_thread(plans_32, monkeypatch):
+def test_phased_lines_time_one_thread(plans_32, monkeypatch, narrow_elements):
     dims = (8, 200, 7, 13, 64)
     p = plan_of(dims, "u8", "nCdhw8c", "ndhwc")
     assert p.tile.kind == "lines" and p.line_phases == 8, p.describe()
@@ -36,7 +36,7 @@ def test_phased_lines_time_one_thread(plans_32, monkeypatch):
     assert p0.nt_tune and not p0.nt_tune_one
 
 
-def test_timed_phased_kernel_is_exact(plans_32, monkeypatch):
+def test_timed_phased_kernel_is_exact(plans_32, monkeypatch, narrow_elements):
     """Thresholds moved so a small tensor falls in the timed band: its first calls on one
     thread alternate plain and NT (two each), and every one must match the reference."""
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)

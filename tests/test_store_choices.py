@@ -663,7 +663,8 @@ def test_prefetch_only_with_nt_stores():
     # and jobs (pairs of planes) starting half a line in, every other one: NT where a job starts a line
     ((2, 64, 3, 7), "nChw16c", "nChw8c", "bf16", "bf16", 4),
 ])
-def test_lines_follow_destination_columns_off_the_lines(monkeypatch, dims, stag, dtag, sdt, ddt, phases):
+def test_lines_follow_destination_columns_off_the_lines(monkeypatch, narrow_elements, dims, stag, dtag, sdt, ddt,
+                                                       phases):
     """Kind "lines" into columns that start inside a line (nChw8c -> nhwc, C=40: pixels of
     160 B): the calls are cut where each column's lines begin, so whole lines are NT
     stores (``Plan.line_phases``); exact at every destination offset, 1 and 2 threads,

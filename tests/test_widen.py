@@ -185,12 +185,24 @@ def test_eight_bytes_where_they_make_nt_transposes():
     big = (192, 768, 28, 28)
     q = lower_and_plan(M(big, "u8", "nhwc"), M(big, "u8", "nChw8c"), None)[1]
     assert q.nt and q.ir.operands[0].dtype == "u8", q.describe()
+    # ... unless their columns start off the lines (147 pixels of 8 bytes a column)
+    big = (448, 2048, 3, 7, 7)
+    s, d = M(big, "u8", "ndhwc"), M(big, "u8", "nCdhw8c")
+    q = lower_and_plan(s, d, None)[1]
+    assert q.nt and q.ir.operands[0].dtype == "f64" and q.tile.kind == "transpose", q.describe()
+    mp.setattr(widen_mod, "WIDEN_NT_MAX_BYTES", 0)
+    try:
+        q0 = lower_and_plan(s, d, None)[1]
+    finally:
+        mp.undo()
+    assert q0.ir.operands[0].dtype == "u8" and q0.line_phases > 1, q0.describe()
 
 
 @pytest.mark.parametrize("dims,stag,dtag,dt", [
     ((48, 40, 5, 3), "OIhw8i8o", "OIhw16i16o", "u8"),
     ((40, 24, 3, 3), "Ohwi8o", "OIhw16i16o", "s8"),     # o = 40: zero padding to 48 in 8-byte words
     ((32, 48, 7), "OIw4i8o4i", "OIw16o16i", "bf16"),   # runs of 4 bf16
+    ((2, 24, 3, 7, 7), "ndhwc", "nCdhw8c", "u8"),       # destination rows of 147 words, off the lines
 ])
 def test_eight_byte_kernels_match_reference(dims, stag, dtag, dt, stores, always_wide, monkeypatch):
     monkeypatch.setattr(widen_mod, "WIDEN_MAX_BYTES", 8)
