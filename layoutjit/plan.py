@@ -3246,8 +3246,18 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
         jstage = job_stage(ir, tile, parallel)  # (no NT possible: tiles store pieces of lines)
         shift = False
         if not jstage and JOB_STAGE_SHIFT and traffic >= nt_split_min_bytes(tile):
-            jstage = job_stage(ir, tile, parallel, anywhere=True)
-            shift = bool(jstage)
+            grouped = job_line_groups(ir, tile, JOB_STAGE_GROUP_BYTES) if JOB_STAGE_GROUP_BYTES else None
+            if grouped is not None:
+                g_ir, g_tile, k = grouped
+                g_par = choose_parallel(g_ir, g_tile, moved)[0]
+                if job_stage(g_ir, g_tile, g_par):
+                    ir, tile = g_ir, g_tile
+                    parallel, jobs, chunk = choose_parallel(ir, tile, moved)
+                    jstage = job_stage(ir, tile, parallel)
+                    notes.append(f"jobs of {k} outer steps, whose destination ranges start on lines")
+            if not jstage:
+                jstage = job_stage(ir, tile, parallel, anywhere=True)
+                shift = bool(jstage)
         if jstage:
             notes.append(f"the tiles store pieces of lines into one dense destination range per job: "
                          f"each job fills a stage of {jstage} elements (plain stores, in cache), "
@@ -3495,7 +3505,8 @@ JOB_LINE_GROUPS = int(os.environ.get("LAYOUTJIT_JOB_LINE_GROUPS", 8))
 JOB_LINE_GROUP_BYTES = 8192
 
 
-def job_line_groups(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec, int] | None:
+def job_line_groups(ir: LoopIR, tile: TileSpec, max_bytes: int | None = None
+                    ) -> tuple[LoopIR, TileSpec, int] | None:
     """The plan's IR and tile with the node just outside the tile cut into (jobs, k steps
     per job), and k: the fewest of its steps whose destination range is whole lines; None
     where that is not possible (``make_plan`` then checks the job stage of the new jobs).
@@ -3529,7 +3540,8 @@ def job_line_groups(ir: LoopIR, tile: TileSpec) -> tuple[LoopIR, TileSpec, int] 
         return None
     step = n.strides[0] * ir.operands[0].dtype.size
     k = 64 // math.gcd(step, 64)
-    if k == 1 or k > JOB_LINE_GROUPS or n.extent % k or n.extent == k or k * step > JOB_LINE_GROUP_BYTES:
+    if (k == 1 or k > JOB_LINE_GROUPS or n.extent % k or n.extent == k
+            or k * step > (JOB_LINE_GROUP_BYTES if max_bytes is None else max_bytes)):
         return None
     nodes = list(ir.nodes)
     nodes[i:i + 1] = n.split(k)
@@ -3666,6 +3678,16 @@ JOB_ROWS_LINE_AHEAD = 64
 #: 4096x4x7x17x35 1.47 (1.09) -> 1.51 (1.15), bf16 -> f32 `nCw16c -> ncw` 4096x24x299 2.32
 #: (1.46) -> 2.36 (1.60).
 JOB_STAGE_SHIFT = os.environ.get("LAYOUTJIT_JOB_STAGE_SHIFT", "1") != "0"
+#: ... but first jobs of several outer steps whose range starts on lines (``job_line_groups``)
+#: where those stay under this many bytes (0: never): every line of them whole and NT, none
+#: shared by two jobs. A/B on Zen 4 (AVX-512), ratio to copy at 1 thread (2 threads), of the
+#: 16 of 5630 listed and generated pairs it changes (13 gained at 1 thread, none lost when
+#: measured again): f32 `nCw8c -> ncw` 1024x3072x13 0.92 (0.93) -> 0.66 (0.66), s8 -> f32
+#: `nchw -> nChw8c` 272x4096x7x7 2.03 (1.46) -> 1.01 (0.99), f32 `nChw8c -> nchw`
+#: 256x16384x3x3 0.91 (0.94) -> 0.62 (0.61), bf16 `ncdhw -> nCdhw16c` 8192x1536x7x1x1 0.82
+#: (0.95) -> 0.60 (0.66); bf16 `nChw16c -> nChw8c` 512x1024x7x7 (not in those lists) went
+#: both ways, 0.81-0.89 -> 1.05-1.11 at 1 thread, 1.19-1.32 -> 0.88-0.89 at 2.
+JOB_STAGE_GROUP_BYTES = int(os.environ.get("LAYOUTJIT_JOB_STAGE_GROUP_BYTES", 32768))
 #: Staged jobs (``job_stage``) whose tiles' source rows follow one another prefetch the next
 #: row group's block as NT transposes do (``Plan.prefetch``, ``_prefetch_rows``), which the
 #: job stage had gone without. f32 `nchw -> nChw8c` 2048x60x7x17 (seed 5000; C = 60: every

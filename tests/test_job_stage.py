@@ -238,3 +238,34 @@ def test_staged_row_prefetch_is_exact(nt_everywhere, plans_32, monkeypatch, dims
     x = ref.random_raw(s.get_size() // s.dtype.size, dt, rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, [0, 2 * d.dtype.size, 64 - d.dtype.size])
+
+
+def test_job_stage_groups_before_anywhere_at_real_size(monkeypatch):
+    """`nCw8c -> ncw` f32 1024x3072x13: each job (8 rows of 13 f32, 416 B) starts 32 B off a
+    line every other time; two of them are 832 B, whole lines: jobs of two stage whole
+    (``JOB_STAGE_GROUP_BYTES``) before a stage of one with its partial lines plain is tried."""
+    dims = (1024, 3072, 13)
+    s, d = M(dims, "f32", "nCw8c"), M(dims, "f32", "ncw")
+    p = lower_and_plan(s, d, None)[1]
+    assert "job_line_groups" in p.ir.notes and p.job_stage == 2 * 8 * 13 and not p.job_shift, p.describe()
+    monkeypatch.setattr(plan_mod, "JOB_STAGE_GROUP_BYTES", 0)
+    p = lower_and_plan(s, d, None)[1]
+    assert "job_line_groups" not in p.ir.notes and p.job_stage != 2 * 8 * 13, p.describe()
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
+    ((16, 24, 13), "nCw8c", "ncw", "f32", "f32"),
+    ((8, 32, 3, 3), "nChw16c", "nChw8c", "f32", "bf16"),
+    ((12, 16, 13), "ncw", "nCw8c", "f32", "f32"),
+])
+def test_job_stage_groups_are_exact(nt_everywhere, monkeypatch, dims, stag, dtag, sdt, ddt):
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "nt_split_min_bytes", lambda tile: 0)
+    s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
+    k = build(s, d)
+    p = k.plan
+    assert "job_line_groups" in p.ir.notes and p.job_stage > 0 and not p.job_shift, p.describe()
+    rng = np.random.default_rng(sum(dims))
+    x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
+    expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, expect, [0, d.dtype.size, 64 - d.dtype.size])

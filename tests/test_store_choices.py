@@ -805,12 +805,14 @@ def test_short_column_panel_is_exact(monkeypatch):
 
 def test_job_align_phases_want_long_columns():
     """Jobs that start a line only in some cases take phased calls where the columns are
-    the pixels, or planes of at least 2 KB; 7x7 planes of bf16 (784 B) keep plain stores."""
+    the pixels, or planes of at least 2 KB; 7x7 planes of bf16 (784 B) take no phased calls
+    (they stage jobs of two planes, whole lines: ``JOB_STAGE_GROUP_BYTES``)."""
     def plan(dims, sdt, ddt, stag="nChw16c", dtag="nChw8c"):
         return lower_and_plan(M(dims, sdt, stag), M(dims, ddt, dtag), None)[1]
     p = plan((32, 256, 55, 55), "bf16", "bf16")
     assert p.nt and p.job_align and p.line_phases == 4, p.describe()
-    assert not plan((256, 2048, 7, 7), "f32", "bf16").nt
+    q = plan((256, 2048, 7, 7), "f32", "bf16")
+    assert q.line_phases == 1 and not q.job_align and q.job_stage == 2 * 784 and not q.job_shift, q.describe()
     p = plan((64, 56, 299, 13), "f32", "f32", "nChw8c", "nhwc")
     assert p.nt and p.job_align and p.line_phases == 2, p.describe()
 
