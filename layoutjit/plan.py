@@ -1179,9 +1179,8 @@ def _stream_src_order(ir: LoopIR, tile: TileSpec) -> bool:
     if not STREAM_SRC_ORDER or len(ir.nodes) < 3:
         return False
     run = ir.nodes[tile.a]
-    q = _line_elems(ir)
-    if run.extent % q or (run.dim is not None and ir.dims[run.dim].guarded
-                          and not (STREAM_SRC_ORDER_PADDED and _bounds_on_lines(ir, run))):
+    if run.extent % _line_elems(ir) or (run.dim is not None and ir.dims[run.dim].guarded
+                                        and not (STREAM_SRC_ORDER_PADDED and _bounds_on_lines(ir, run))):
         return False
     return _starts_on_lines(ir, ir.nodes[:tile.a])
 
@@ -3097,17 +3096,14 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
                      and _nt_possible(ir, tile, phases=allow_shift and _job_align_phases(ir, tile),
                                       runtime=_job_nodes(ir, tile, parallel)))
     if job_align and tile is not None and allow_shift and traffic >= nt_split_min_bytes(tile):
-        grouped = job_line_groups(ir, tile)
-        if grouped is not None:
-            g_ir, g_tile, k = grouped
-            g_par, g_jobs, g_chunk = choose_parallel(g_ir, g_tile, moved)
-            jstage = job_stage(g_ir, g_tile, g_par)
-            if jstage:
-                notes.append(f"jobs of {k} outer steps, whose destination ranges ({jstage} elements) start "
-                             f"on lines: each job fills a stage (plain stores, in cache), written out as "
-                             f"whole non-temporal lines")
-                return Plan(g_ir, g_tile, g_par, g_jobs, vb, True, moved, tuple(notes), g_chunk,
-                            job_stage=jstage)
+        staged = _grouped_job_stage(ir, tile, moved)
+        if staged is not None:
+            g_ir, g_tile, g_par, g_jobs, g_chunk, jstage, k = staged
+            notes.append(f"jobs of {k} outer steps, whose destination ranges ({jstage} elements) start "
+                         f"on lines: each job fills a stage (plain stores, in cache), written out as "
+                         f"whole non-temporal lines")
+            return Plan(g_ir, g_tile, g_par, g_jobs, vb, True, moved, tuple(notes), g_chunk,
+                        job_stage=jstage)
     if tile is not None and (static_nt or job_align):
         # one store rule for transposes that take wide macro tiles when their stores are
         # plain, and for local permutations (both sides contiguous per tile: streaming)
@@ -3246,16 +3242,11 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
         jstage = job_stage(ir, tile, parallel)  # (no NT possible: tiles store pieces of lines)
         shift = False
         if not jstage and JOB_STAGE_SHIFT and traffic >= nt_split_min_bytes(tile):
-            grouped = job_line_groups(ir, tile, JOB_STAGE_GROUP_BYTES) if JOB_STAGE_GROUP_BYTES else None
-            if grouped is not None:
-                g_ir, g_tile, k = grouped
-                g_par = choose_parallel(g_ir, g_tile, moved)[0]
-                if job_stage(g_ir, g_tile, g_par):
-                    ir, tile = g_ir, g_tile
-                    parallel, jobs, chunk = choose_parallel(ir, tile, moved)
-                    jstage = job_stage(ir, tile, parallel)
-                    notes.append(f"jobs of {k} outer steps, whose destination ranges start on lines")
-            if not jstage:
+            staged = _grouped_job_stage(ir, tile, moved, JOB_STAGE_GROUP_BYTES) if JOB_STAGE_GROUP_BYTES else None
+            if staged is not None:
+                ir, tile, parallel, jobs, chunk, jstage, k = staged
+                notes.append(f"jobs of {k} outer steps, whose destination ranges start on lines")
+            else:
                 jstage = job_stage(ir, tile, parallel, anywhere=True)
                 shift = bool(jstage)
         if jstage:
@@ -3503,6 +3494,19 @@ JOB_STAGE_MAX_ENUM = 1 << 17  # most inner positions enumerated to prove a range
 JOB_LINE_GROUPS = int(os.environ.get("LAYOUTJIT_JOB_LINE_GROUPS", 8))
 #: ... into stages of at most this many bytes: jobs of a few whole lines.
 JOB_LINE_GROUP_BYTES = 8192
+
+
+def _grouped_job_stage(ir: LoopIR, tile: TileSpec, moved: int, max_bytes: int | None = None
+                       ) -> tuple[LoopIR, TileSpec, int, int, int, int, int] | None:
+    """The IR and tile of ``job_line_groups``, their parallel split (parallel, jobs, chunk),
+    the job stage and k, where the grouped jobs can be staged; None otherwise."""
+    grouped = job_line_groups(ir, tile, max_bytes)
+    if grouped is None:
+        return None
+    g_ir, g_tile, k = grouped
+    g_par, g_jobs, g_chunk = choose_parallel(g_ir, g_tile, moved)
+    jstage = job_stage(g_ir, g_tile, g_par)
+    return (g_ir, g_tile, g_par, g_jobs, g_chunk, jstage, k) if jstage else None
 
 
 def job_line_groups(ir: LoopIR, tile: TileSpec, max_bytes: int | None = None

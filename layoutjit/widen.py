@@ -123,7 +123,7 @@ def widen(ir: LoopIR, max_bytes: int | None = None) -> LoopIR:
             if n.extent > k:
                 nodes.append(Node(n.extent // k, d, 1, n.strides))
             continue
-        strides = tuple(None if s is None else s // k for s in n.strides)  # (none is None here)
+        strides = tuple(None if s is None else s // k for s in n.strides)  # (widen_factor: no None)
         nodes.append(Node(n.extent, n.dim, n.weight // k if n.dim == d else n.weight, strides))
     r = ir.dims[d]
     dims = list(ir.dims)
