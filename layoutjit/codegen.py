@@ -406,7 +406,10 @@ class KernelWriter:
         elif self.plan.nt and t is not None and t.kind == "stream":
             dsz = self.ops[0].dtype.size
             w.put(depth, "dbase = dst.ctypes.data")
-            w.put(depth, f"if dbase % {dsz} == 0:")
+            whole = "" if self.plan.nt_split else f" and hi - lo == {self.plan.jobs}"
+            if self.plan.nt_tune:
+                whole = self._nt_request(depth)
+            w.put(depth, f"if dbase % {dsz} == 0{whole}:")
             self._render_jobs(depth + 1, nt=True)
             if self.uses_nt:
                 w.put(depth + 1, "sfence()")

@@ -325,8 +325,8 @@ def nt_split_min_bytes(tile: TileSpec) -> int:
     register transposes switch at 3/4 of the LLC (:func:`one_rule_min_bytes`), runs
     packed into lines, whose blocks are written as sequential streams, at the LLC size
     (nhwc -> nChw16c, C=100, 21 MB at 2 threads: plain 1.28x copy, NT 1.85x, on a Zen 5
-    host). Streams keep the base threshold. On this session's Zen 4 host (L3 shared with
-    other tenants) the 19 MB weights at 2 threads measured both ways round in different
+    host). Streams have their own (``stream_split_min_bytes``). On this session's Zen 4
+    host (L3 shared with other tenants) the 19 MB weights at 2 threads measured both ways round in different
     phases of the machine: NT 1.3-1.6x copy against plain 2.5-3.6x in one (A/B script,
     and once in the harness), and in three alternating harness runs NT 2.36-2.52x copy
     (0.95-1.18x oneDNN's time) against plain 1.45-1.74x (0.69-0.89x): kept plain.
@@ -340,9 +340,45 @@ def nt_split_min_bytes(tile: TileSpec) -> int:
     return NT_MIN_BYTES
 
 
+#: Streams (kind "stream") split between threads take NT stores from this many quarters of
+#: the LLC of traffic, unless they narrow their elements (``stream_split_min_bytes``); 0:
+#: from the base threshold, like one thread.
+STREAM_SPLIT_PLAIN_QUARTERS = int(os.environ.get("LAYOUTJIT_STREAM_SPLIT_PLAIN_QUARTERS", 6))
+
+
+def stream_split_min_bytes(ir: LoopIR, tile: TileSpec) -> int:
+    """The NT threshold of a stream split between threads: 1.5x the LLC of traffic
+    (``STREAM_SPLIT_PLAIN_QUARTERS``), the base threshold for streams that narrow.
+
+    Two threads copying with plain stores keep part of an output near the LLC's size in
+    cache, and there NT streams ran behind the copy and oneDNN (whose plain stores ran at
+    its speed). Zen 4 (AVX-512, 32 MiB L3), A/B in one process, ratio to copy at 2
+    threads, NT -> plain: f32 `ndhwc -> nCdhw16c` with C=16 (a copy) 512x16x8x7x7 (25 MB
+    of traffic) 1.96 -> 1.03, 640x 1.47 -> 0.96, 768x (38 MB) 1.18-1.35 -> 0.95-0.97
+    (oneDNN 0.98), 896x 0.90 -> 0.85; widening bf16 -> f32 `nchw` 10x256x56x56 (48 MB) 1.16
+    -> 0.87, u8 -> f32 12x256x56x56 1.53 -> 1.20; at 48 MB and more even (f32 1024x 0.97
+    -> 0.92, 1280x 0.81 -> 0.82 under the threshold and 0.98 beyond it). Narrowing streams
+    lost (f32 -> bf16 `nhwc` 8x256x56x56, 38 MB: 0.73 -> 0.99; 58 MB: 0.66 -> 1.03): they
+    keep their one-thread threshold (``_narrowing_stream_nt_min``) at every thread count.
+    One thread unchanged (NT from the base threshold: 768x 0.81 against plain 0.96).
+    """
+    if NT_SPLIT_MIN_BYTES is not None:
+        return max(NT_MIN_BYTES, NT_SPLIT_MIN_BYTES)
+    if ir.operands[0].dtype.size < ir.operands[1].dtype.size:  # narrowing: one thread's
+        return min(nt_min_bytes(tile), _narrowing_stream_nt_min(ir, tile))
+    if not STREAM_SPLIT_PLAIN_QUARTERS:
+        return NT_MIN_BYTES
+    return max(NT_MIN_BYTES, llc_bytes() * STREAM_SPLIT_PLAIN_QUARTERS // 4)
+
+
+def split_min_bytes(ir: LoopIR, tile: TileSpec) -> int:
+    """The NT threshold of this plan's jobs split between threads, streams included."""
+    return stream_split_min_bytes(ir, tile) if tile.kind == "stream" else nt_split_min_bytes(tile)
+
+
 #: Time plain against NT stores at run time in the band where neither wins on every host
-#: (store_choice.py; streams have no band: their split threshold is the base one); 0 keeps
-#: the fixed thresholds.
+#: (store_choice.py; streams have no band: ``stream_split_min_bytes``); 0 keeps the fixed
+#: thresholds.
 NT_TUNE = os.environ.get("LAYOUTJIT_NT_TUNE", "1") != "0"
 
 
@@ -1000,7 +1036,7 @@ class Plan:
                            f"{nt_min_bytes(t)} and {nt_split_min_bytes(t)} B)")
                 elif not self.nt_split:
                     how += (" when one thread runs every job (split between threads: plain, below "
-                            f"{nt_split_min_bytes(t)} B)")
+                            f"{split_min_bytes(self.ir, t)} B)")
             lines.append(f"stores: {how}; vector width {self.vector_bytes} B")
             if self.job_prefetch:
                 lines.append(f"prefetch: each tile call its share of the next job's source block "
@@ -3271,11 +3307,11 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
             notes.append("destination lines start on 64-byte boundaries in some jobs only: each job "
                          "checks its offset at run time (non-temporal stores where it does)")
     job_align = job_align and nt
-    # (streams have no timed band: NT from their threshold at every thread count)
-    nt_split = not nt or tile is None or tile.kind == "stream" or traffic >= nt_split_min_bytes(tile)
+    # (streams have no timed band: their own split threshold, stream_split_min_bytes)
+    nt_split = not nt or tile is None or traffic >= split_min_bytes(ir, tile)
     # between the NT thresholds at one thread and split between threads, the store kind
     # is timed at run time (see nt_min_bytes for the band below the base threshold)
-    nt_tune = NT_TUNE and nt and not nt_split
+    nt_tune = NT_TUNE and nt and not nt_split and tile is not None and tile.kind != "stream"
     # local permutations stream like a copy, and tiles that write whole blocks keep a warm
     # destination in cache: in that band one thread times the kinds too
     phases = line_phases(ir, tile) if nt and tile is not None else 1

@@ -160,3 +160,55 @@ def test_wide_vector_streams_take_no_prefetch(nt_everywhere, monkeypatch):
     assert lj.compiler.lower_and_plan(src, dst, None)[1].stream_prefetch == 1024
     monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 32)
     assert lj.compiler.lower_and_plan(src, dst, None)[1].stream_prefetch == plan_mod.STREAM_PREFETCH_BYTES
+
+
+@pytest.fixture
+def llc_32m(monkeypatch):
+    """Thresholds of a host with a 32 MiB LLC (NT from 16 MiB of traffic), on any host."""
+    import layoutjit.plan as plan_mod
+
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 32 << 20)
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 16 << 20)
+    return plan_mod
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, split_nt", [
+    ((768, 16, 8, 7, 7), "ndhwc", "nCdhw16c", "f32", "f32", False),  # C=16: a copy, 38.5 MB
+    ((10, 256, 56, 56), "nchw", "nchw", "bf16", "f32", False),       # widening, 48.2 MB
+    ((1280, 16, 8, 7, 7), "ndhwc", "nCdhw16c", "f32", "f32", True),  # 64 MB: past 48 MiB
+    ((8, 256, 56, 56), "nhwc", "nhwc", "f32", "bf16", True),         # narrowing: one thread's
+])
+def test_streams_split_between_threads_store_plainly_below_their_threshold(
+        llc_32m, dims, stag, dtag, sdt, ddt, split_nt):
+    """A stream of 16-48 MiB of traffic (LLC 32 MiB) takes NT stores when one thread runs
+    every job and plain ones when the jobs are split between threads (``stream_split_min_bytes``:
+    1.5x the LLC), unless it narrows its elements. No timed band (``nt_tune``). Plans only."""
+    plan_mod = llc_32m
+    p = lj.compiler.lower_and_plan(M(list(dims), sdt, stag), M(list(dims), ddt, dtag), None)[1]
+    assert p.tile.kind == "stream" and p.nt and p.nt_split == split_nt and not p.nt_tune, p.describe()
+    assert plan_mod.split_min_bytes(p.ir, p.tile) == (8 << 20 if ddt == "bf16" else 48 << 20)
+    assert ("split between threads: plain, below 50331648 B" in p.describe()) == (not split_nt)
+
+
+@pytest.mark.parametrize("sdt, ddt", [("f32", "f32"), ("u8", "f32"), ("bf16", "bf16")])
+def test_stream_kernels_take_the_store_kind_of_their_job_range(monkeypatch, sdt, ddt):
+    """A stream with ``nt_split`` False stores NT in a call given every job (one thread) and
+    plainly in a call given part of them (split between threads); every byte exact either
+    way, at destination offsets that exercise the head peel, nothing written around it."""
+    import layoutjit.plan as plan_mod
+    import reference as ref
+
+    monkeypatch.setattr(plan_mod, "NT_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 1 << 40)
+    monkeypatch.setattr(plan_mod, "STREAM_CHUNK_BYTES", 1024)  # jobs of a few lines
+    dims = [2, 16, 9, 13]
+    s, d = M(dims, sdt, "nhwc"), M(dims, ddt, "nChw16c")  # C=16: one block, a run
+    k = lj.compiler.build(s, d)
+    p = k.plan
+    assert p.tile.kind == "stream" and p.nt and not p.nt_split and p.jobs > 1, p.describe()
+    assert f"hi - lo == {p.jobs}" in k.source and "ntq" not in k.source, k.source
+    rng = np.random.default_rng(len(sdt + ddt))
+    x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
+    want = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
+    ref.check_guarded_runs(k, x, want, offsets=(0, d.dtype.size, 64 - d.dtype.size))
