@@ -29,6 +29,7 @@ from .plan import (
     cols_table,
     lines_per_l1_set,
     outer_nodes,
+    padded_b_blocks,
     period_next,
     shift_rows,
     src_rows,
@@ -262,7 +263,11 @@ class KernelWriter:
         self.src_stage_used = False  # some period lines read through the source stage
         self._job_src: str | None = None  # the source base of the staged job being emitted
         self._job_shift = 0  # elements past a line at which the job being emitted starts (job_shifts)
+        self.outer_vars: dict[int, str] = {}  # outer node -> its index variable (_outer_offsets)
         t = plan.tile
+        # staged transposes from a source padding B's dim: (block node, last block, its columns)
+        self.padded_b = (padded_b_blocks(self.ir, t) if t is not None and (plan.shifted or plan.panel)
+                         else None)
         # rows of a transpose over two destination digits (``TileSpec.a2``)
         self.src_rows = src_rows(self.ir, t) if t is not None and t.a2 is not None else None
         # Plan.src_stage: runs the stage holds (of the whole B), and its elements
@@ -541,12 +546,11 @@ class KernelWriter:
         if ng > 2 and nfull and G == q == t.R and tile_shift_supported(sdt, ddt):
             # middle groups of full blocks: transpose, realign and store in registers
             ts = self._micro(("tile_shift", t.V), sdt, ddt)
-            w.put(d, f"if g > 0 and g < {ng - 1} and jb < {nfull}:")
+            w.put(d, f"if g > 0 and g < {ng - 1} and {self._full_block(nfull)}:")
             w.put(d + 1, f"{ts}(src, so + a0 * {sA} + j, {sA}, dst, do + a0 + j * {dB}, {dB}, carry, cb)")
             w.put(d + 1, "continue")
         fill(d, "stage")
-        nc = f"min({t.V}, {B.extent} - j)" if btail else str(t.V)
-        w.put(d, f"for c in range({nc}):")
+        w.put(d, f"for c in range({self._block_cols(btail, B)}):")
         d += 1
         w.put(d, f"rw = do + (j + c) * {dB}")
         w.put(d, f"h = (-(de + rw)) & {q - 1}")
@@ -614,16 +618,35 @@ class KernelWriter:
             self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, do + {a} + j * {dB}, {dB})")
 
     def _block_cases(self, depth: int, nfull: int, btail: int, body: Callable[[int, int], None]) -> None:
-        """``body(depth, cols)`` for the full blocks (``jb < nfull``) and the tail block."""
+        """``body(depth, cols)`` for the full blocks (``jb < nfull``) and the tail block (a
+        source padding B's dim: the blocks before the last one and the last one's data)."""
         t = self.plan.tile
         assert t is not None
+        full = self._full_block()
         cases = [t.V] if nfull else []
-        if btail:
+        if self.padded_b is not None:
+            cases = [t.V, self.padded_b[2]]
+        elif btail:
             cases.append(btail)
         for k, cols in enumerate(cases):
             if len(cases) > 1:
-                self.w.put(depth, f"if jb < {nfull}:" if k == 0 else "else:")
+                self.w.put(depth, f"if {full}:" if k == 0 else "else:")
             body(depth + (len(cases) > 1), cols)
+
+    def _full_block(self, nfull: int | None = None) -> str:
+        """The condition that the job's block of B is a full one (of V columns)."""
+        if self.padded_b is not None:
+            k, last, _ = self.padded_b
+            return f"{self.outer_vars[k]} < {last}"
+        return f"jb < {nfull if nfull is not None else self._staged_nodes()[5]}"
+
+    def _block_cols(self, btail: int, B: Node) -> str:
+        """Columns (destination rows) of the job's block at ``j``."""
+        t = self.plan.tile
+        assert t is not None
+        if self.padded_b is not None:
+            return f"({t.V} if {self._full_block()} else {self.padded_b[2]})"
+        return f"min({t.V}, {B.extent} - j)" if btail else str(t.V)
 
     def _outer_offsets(self, depth: int, outer: list[int]) -> None:
         """``so`` and ``do``: the source and destination offsets of outer-loop index ``o``."""
@@ -634,6 +657,7 @@ class KernelWriter:
         for k, i in enumerate(reversed(outer)):
             n = self.ir.nodes[i]
             v = w.var("x")
+            self.outer_vars[i] = v
             w.put(depth, f"{v} = {rest} % {n.extent}")
             if k < len(outer) - 1:
                 r = w.var("r")
@@ -691,8 +715,7 @@ class KernelWriter:
             pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
             w.put(d, f"{pf}(src, so + {self.ir.nodes[outer[-1]].strides[1]} + jb * {share // ssz})")
         fill(d, "stage")
-        count = f"min({t.V}, {B.extent} - j) * {A.extent}" if btail else str(t.V * A.extent)
-        self._write_stage(depth, line, count, f"do + j * {A.extent}")
+        self._write_stage(depth, line, f"{self._block_cols(btail, B)} * {A.extent}", f"do + j * {A.extent}")
 
     def _panel_jobs(self, depth: int, stage_elems: int, per_outer: int, jvar: str,
                     outer: list[int]) -> int:

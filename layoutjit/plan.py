@@ -4098,7 +4098,7 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
 
     Needs: a register-tile transpose (not whole blocks), only src and dst, a
     destination of 1, 2, 4 or 8-byte elements whose row group (R*M elements) is a
-    whole number of lines, no padding or index-computed offsets anywhere, and
+    whole number of lines, no padding (but a source's of B's dim, ``padded_b_blocks``) or index-computed offsets, and
     rows of at least two groups and ``SHIFT_MIN_ROW_BYTES`` (else there is little to
     realign); 1-byte destinations also at least ``SHIFT_MIN_BYTE_ROWS`` rows (B).
     """
@@ -4113,7 +4113,7 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
     group = shift_rows(ir, tile)
     if group % q:
         return False
-    if any(r.valid != r.extent or r.write != r.extent for r in ir.dims):
+    if _padded(ir) and not padded_b_blocks(ir, tile):
         return False
     if any(n.strides[0] is None or n.strides[1] is None for n in ir.nodes):
         return False
@@ -4285,19 +4285,71 @@ def _panel_possible(ir: LoopIR, tile: TileSpec) -> bool:
     keep their whole-block tiles, which write the panel directly (8-bit 7x7: 1.7x copy
     direct, 2.2x staged). No padding, index-computed offsets or extra operands.
     """
-    if not _two_node_transpose(ir, tile) or not _rows_form_panels(ir, tile):
+    if not _two_node_transpose(ir, tile) or not _rows_form_panels(ir, tile, padded_b=True):
         return False
     dsz = ir.operands[0].dtype.size
     a = ir.nodes[tile.a]
     return (a.extent * dsz) % 64 != 0 and tile.V * a.extent * dsz <= PANEL_MAX_BYTES
 
 
-def _rows_form_panels(ir: LoopIR, tile: TileSpec) -> bool:
+def _padded(ir: LoopIR) -> bool:
+    """Whether any dim carries padding (data, zeros and extent not all equal)."""
+    return any(r.valid != r.extent or r.write != r.extent for r in ir.dims)
+
+
+#: Staged transposes (``Plan.panel``/``Plan.shifted``) also from a source that pads B's dim
+#: (``padded_b_blocks``; ``LAYOUTJIT_STAGED_PADDED_B=0``: never, for A/B runs), into
+#: destination rows of at least this many bytes.
+STAGED_PADDED_B = os.environ.get("LAYOUTJIT_STAGED_PADDED_B", "1") != "0"
+STAGED_PADDED_B_MIN_ROW_BYTES = 256
+
+
+def padded_b_blocks(ir: LoopIR, tile: TileSpec) -> tuple[int, int, int] | None:
+    """(node of B's block digit, index of the last block, its columns) where a staged
+    transpose's only padding is a source's padding of B's dim, B being that dim's inner
+    digit of one block of V columns and its block digit an outer node; None otherwise.
+
+    Blocked sources whose channels end inside a block (`nChw16c -> nchw` with C = 200:
+    13 blocks, 8 channels in the last) pad the dim the destination rows come from, and
+    with padding no staged plan applied: the rows of 55x55 (12100 B) or 27x27 planes, off
+    the lines, took plain stores. The padding is never read (the last block's tiles take
+    its columns of data) nor written (the destination has none), so the staged plans run
+    as for C = 208 with the last block's tiles and rows cut to its data. Zen 4 (AVX-512),
+    A/B in one process, ratio to copy at 1 thread (2 threads), plain -> staged: f32
+    `nChw16c -> nchw` 16x200x55x55 (realigned rows) 1.21 (1.20) -> 0.73 (0.69), oneDNN
+    2.57 (1.79); 64x17x55x55 1.65 (1.51) -> 1.00 (0.98); 32x1000x13x13 (panels) 2.67
+    (1.70) -> 1.22 (1.10), oneDNN 2.07 (1.71); `nChw8c -> nchw` 128x100x27x27 1.22 (1.33)
+    -> 1.22 (1.13). Over 37 generated blocked -> plain pairs with C off the block, geomean
+    1.47 (1.40) -> 1.20 (1.20); the losses were rows under ``STAGED_PADDED_B_MIN_ROW_BYTES``
+    (s8 `nChw8c -> nchw` 8302x20x13x14, rows of 182 B, 1.09 (1.01) -> 1.81 (1.38); f32 ->
+    bf16 `nChw16c -> nchw` 186x500x7x7, 98 B, 1.64 (1.40) -> 1.52 (2.66)), kept plain.
+    """
+    if not STAGED_PADDED_B or tile.b is None:
+        return None
+    a, b = ir.nodes[tile.a], ir.nodes[tile.b]
+    if a.extent * ir.operands[0].dtype.size < STAGED_PADDED_B_MIN_ROW_BYTES:
+        return None
+    if b.dim is None or [i for i, r in enumerate(ir.dims) if r.valid != r.extent or r.write != r.extent] != [b.dim]:
+        return None
+    r = ir.dims[b.dim]
+    if r.write != r.valid or b.weight != 1 or b.extent != tile.V or r.valid % b.extent == 0:
+        return None
+    digits = [i for i, n in enumerate(ir.nodes) if n.dim == b.dim and i != tile.b]
+    if len(digits) != 1 or digits[0] not in outer_nodes(ir, tile):
+        return None
+    blk = ir.nodes[digits[0]]
+    if blk.weight != b.extent or blk.extent != -(-r.valid // b.extent):
+        return None
+    return digits[0], r.valid // b.extent, r.valid % b.extent
+
+
+def _rows_form_panels(ir: LoopIR, tile: TileSpec, padded_b: bool = False) -> bool:
     """Whether a transpose's destination rows (A elements each, unit stride) follow one
     another (B's destination stride is A's extent), so that a block of B columns is one
-    contiguous destination panel; no padding, every stride known (the staged panels of
-    ``_panel_possible`` and ``narrow_panel``)."""
-    if tile.b is None or any(r.valid != r.extent or r.write != r.extent for r in ir.dims):
+    contiguous destination panel; every stride known, no padding (``padded_b``: but for a
+    source that pads B's dim, ``padded_b_blocks``; the staged panels of ``_panel_possible``,
+    not ``narrow_panel``)."""
+    if tile.b is None or (_padded(ir) and not (padded_b and padded_b_blocks(ir, tile))):
         return False
     if any(n.strides[0] is None or n.strides[1] is None for n in ir.nodes):
         return False
@@ -4459,8 +4511,8 @@ def wide_panel(ir: LoopIR, tile: TileSpec, vbytes: int) -> tuple[TileSpec, int]:
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     assert a.strides[1] is not None
     ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
-    if not PANEL_WIDE_BYTES or vbytes >= PANEL_WIDE_MAX_VECTOR:
-        return tile, 1
+    if not PANEL_WIDE_BYTES or vbytes >= PANEL_WIDE_MAX_VECTOR or _padded(ir):
+        return tile, 1  # (a padded B, padded_b_blocks: one block of V columns a job)
     wide = replace(tile, M=1)
     if _rows_share_l1_set(a.strides[1] * ssz) and _l1_row_tiles(dsz, vbytes) and 64 % ssz == 0:
         wide = replace(wide, R=min(a.extent, ALIASED_L1_ROWS), V=min(b.extent, 64 // ssz))

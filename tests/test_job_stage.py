@@ -201,6 +201,7 @@ def test_job_stage_anywhere_at_real_size(plans_32, monkeypatch):
 ])
 def test_job_stage_anywhere_is_exact(nt_everywhere, plans_32, monkeypatch, dims, stag, dtag, sdt, ddt):
     monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "STAGED_PADDED_B", False)  # (C = 13 of 16: else staged panels)
     monkeypatch.setattr(plan_mod, "nt_split_min_bytes", lambda tile: 0)
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
     k = build(s, d)
