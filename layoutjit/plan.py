@@ -4473,8 +4473,34 @@ def shift_prefetch(ir: LoopIR, tile: TileSpec) -> bool:
 
 #: Largest stage of a wide panel (``wide_panel``); 0 turns wide panels off.
 PANEL_WIDE_BYTES = int(os.environ.get("LAYOUTJIT_PANEL_WIDE_BYTES", 256 * 1024))
-#: Wide panels only with vectors shorter than this (measured with 32-byte vectors only).
+#: Wide panels with vectors of this many bytes or more only where ``_many_short_rows``.
 PANEL_WIDE_MAX_VECTOR = 64
+#: ... from this many source rows (A) side by side (``LAYOUTJIT_PANEL_WIDE_MIN_ROWS=0``: never).
+PANEL_WIDE_MIN_ROWS = int(os.environ.get("LAYOUTJIT_PANEL_WIDE_MIN_ROWS", 64))
+
+
+def _many_short_rows(ir: LoopIR, tile: TileSpec) -> bool:
+    """Whether a panel plan with 64-byte vectors takes wide panels: its narrow jobs would read
+    ``PANEL_WIDE_MIN_ROWS`` or more source rows side by side, each shorter than a page
+    (``PREFETCH_MAX_ROW``), into destination elements of 2 bytes or more.
+
+    A narrow job reads a line of each of A source rows; over an outer index the jobs sweep
+    the rows a line at a time, A streams of a few lines each, which the prefetchers follow
+    badly (the next outer index's rows start the streams over). Wide jobs read R rows in
+    order (``wide_panel``). Zen 4 (AVX-512), A/B in one process, ratio to copy at 1 thread
+    (2 threads), narrow -> wide: `ncw -> nwc` 256x100x500 (100 rows of 2000 B) 1.56-1.63
+    (1.34-1.40) -> 0.87-1.05 (0.96-0.99), oneDNN 2.24 (1.71); f32 -> bf16 `nchw -> nhwc`
+    256x200x13x13 (200 rows of 676 B) 1.74-2.03 (1.53-1.61) -> 1.26-1.36 (1.19-1.29), oneDNN
+    1.96 (1.80). Of 34 listed and generated pairs that wide panels change at this width,
+    geomean 1.21 (1.18) -> 1.30 (1.22): fewer rows (`nchw -> nhwc` 256x24x56x56, 24 rows,
+    0.61 (0.75) -> 1.26 (1.11); `nhwc -> nchw` 128x512x7x7, 49, 1.12 -> 1.31), rows of
+    megabytes (`ab -> ba` 68x524288 1.07 -> 1.25) and 1-byte destinations (f32 -> u8 `nchw
+    -> nhwc` 96x136x56x56 1.70 -> 2.27) lost; this rule keeps the two that gained.
+    """
+    assert tile.b is not None
+    a, b = ir.nodes[tile.a], ir.nodes[tile.b]
+    return bool(PANEL_WIDE_MIN_ROWS and a.extent >= PANEL_WIDE_MIN_ROWS and ir.operands[0].dtype.size >= 2
+                and b.extent * ir.operands[1].dtype.size < PREFETCH_MAX_ROW)
 
 
 def wide_panel(ir: LoopIR, tile: TileSpec, vbytes: int) -> tuple[TileSpec, int]:
@@ -4495,8 +4521,8 @@ def wide_panel(ir: LoopIR, tile: TileSpec, vbytes: int) -> tuple[TileSpec, int]:
     (1.20-1.39 -> 0.99-1.10), 256x2048x7x7 1.51 -> 1.27 (1.34 -> 1.08), 256x1000x7x7 1.74
     -> 1.19 (1.40 -> 1.20), 1024x256x7x7 1.14 -> 0.92 (1.13 -> 0.94), 4096x64x7x7 1.48 ->
     1.22 (1.26 -> 1.02), bf16 256x1024x7x7 1.99 -> 1.08 (1.51 -> 1.07), f32 -> bf16 2.39
-    -> 1.49 (2.23 -> 1.35). With 64-byte vectors the tiles read whole lines already; not
-    measured there, so the narrow panel stays (``PANEL_WIDE_MAX_VECTOR``).
+    -> 1.49 (2.23 -> 1.35). With 64-byte vectors the tiles read whole lines already, and
+    wide panels gain only where the narrow jobs read many short rows (``_many_short_rows``).
 
     Wide panels start at the one-thread NT threshold of register transposes
     (``nt_min_bytes``, 11 MB here) at every thread count, where narrow ones and realigned
@@ -4511,8 +4537,10 @@ def wide_panel(ir: LoopIR, tile: TileSpec, vbytes: int) -> tuple[TileSpec, int]:
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     assert a.strides[1] is not None
     ssz, dsz = ir.operands[1].dtype.size, ir.operands[0].dtype.size
-    if not PANEL_WIDE_BYTES or vbytes >= PANEL_WIDE_MAX_VECTOR or _padded(ir):
+    if not PANEL_WIDE_BYTES or _padded(ir):
         return tile, 1  # (a padded B, padded_b_blocks: one block of V columns a job)
+    if vbytes >= PANEL_WIDE_MAX_VECTOR and not _many_short_rows(ir, tile):
+        return tile, 1
     wide = replace(tile, M=1)
     if _rows_share_l1_set(a.strides[1] * ssz) and _l1_row_tiles(dsz, vbytes) and 64 % ssz == 0:
         wide = replace(wide, R=min(a.extent, ALIASED_L1_ROWS), V=min(b.extent, 64 // ssz))

@@ -171,8 +171,8 @@ def test_wide_panels_with_short_vectors(monkeypatch):
     """nhwc -> nchw 256x1024x7x7 (rows of 49, source rows 4 KB apart): with 32-byte vectors
     each job takes a whole image (1024 rows of 49 f32, 200 KB), staged 5 blocks of 16 rows
     at a time (``panel_sub_blocks``: 15 KB), 8x16 tiles (a whole line of each source row),
-    prefetching the next image; with 64-byte vectors the narrow panel stays (not measured
-    there). Plans only: nothing compiles."""
+    prefetching the next image; with 64-byte vectors the narrow panel stays (49 source rows
+    side by side: under ``PANEL_WIDE_MIN_ROWS``). Plans only: nothing compiles."""
     monkeypatch.setattr(plan_mod, "PANEL_WIDE_BYTES", WIDE_BYTES)
     dims = (256, 1024, 7, 7)
     ir = lj.compiler.lower_and_plan(M(dims, "f32", "nhwc"), M(dims, "f32", "nchw"), None)[0]
@@ -188,6 +188,26 @@ def test_wide_panels_with_short_vectors(monkeypatch):
     assert p.panel and p.panel_blocks == 64 and p.jobs == 512 and not p.prefetch, p.describe()
     p = plan_mod.make_plan(ir, vbytes=64)
     assert p.panel and p.panel_blocks == 1 and p.tile.V == 16, p.describe()
+
+
+@pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, wide", [
+    ((256, 100, 500), "ncw", "nwc", "f32", "f32", True),          # 100 source rows of 2000 B
+    ((256, 200, 13, 13), "nchw", "nhwc", "f32", "bf16", True),    # 200 rows of 676 B
+    ((256, 24, 56, 56), "nchw", "nhwc", "f32", "f32", False),     # 24 rows
+    ((96, 136, 56, 56), "nchw", "nhwc", "f32", "u8", False),      # 1-byte destination
+    ((68, 524288), "ab", "ba", "f32", "f32", False),              # rows of 2 MB
+])
+def test_wide_panels_with_64_byte_vectors_for_many_short_rows(monkeypatch, dims, stag, dtag, sdt, ddt, wide):
+    """With 64-byte vectors a panel plan takes wide panels where its narrow jobs would read
+    ``PANEL_WIDE_MIN_ROWS`` or more source rows shorter than a page side by side, into 2-byte
+    or wider elements (``plan._many_short_rows``). Plans only."""
+    monkeypatch.setattr(plan_mod, "PANEL_WIDE_BYTES", WIDE_BYTES)
+    ir = lj.compiler.lower_and_plan(M(dims, sdt, stag), M(dims, ddt, dtag), None)[0]
+    p = plan_mod.make_plan(ir, vbytes=64)
+    assert p.panel or not wide, p.describe()
+    assert (p.panel_blocks > 1) == wide, p.describe()
+    monkeypatch.setattr(plan_mod, "PANEL_WIDE_MIN_ROWS", 0)
+    assert plan_mod.make_plan(ir, vbytes=64).panel_blocks == 1
 
 
 def test_wide_panels_start_at_the_one_thread_nt_threshold(monkeypatch):
