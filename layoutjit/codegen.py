@@ -622,7 +622,7 @@ class KernelWriter:
         source padding B's dim: the blocks before the last one and the last one's data)."""
         t = self.plan.tile
         assert t is not None
-        full = self._full_block()
+        full = self._full_block(nfull)
         cases = [t.V] if nfull else []
         if self.padded_b is not None:
             cases = [t.V, self.padded_b[2]]
@@ -633,19 +633,20 @@ class KernelWriter:
                 self.w.put(depth, f"if {full}:" if k == 0 else "else:")
             body(depth + (len(cases) > 1), cols)
 
-    def _full_block(self, nfull: int | None = None) -> str:
-        """The condition that the job's block of B is a full one (of V columns)."""
+    def _full_block(self, nfull: int) -> str:
+        """The condition that the job's block of B is a full one (of V columns): ``jb <
+        nfull``, or, from a source padding B's dim, the block digit before the last block."""
         if self.padded_b is not None:
             k, last, _ = self.padded_b
             return f"{self.outer_vars[k]} < {last}"
-        return f"jb < {nfull if nfull is not None else self._staged_nodes()[5]}"
+        return f"jb < {nfull}"
 
     def _block_cols(self, btail: int, B: Node) -> str:
         """Columns (destination rows) of the job's block at ``j``."""
         t = self.plan.tile
         assert t is not None
         if self.padded_b is not None:
-            return f"({t.V} if {self._full_block()} else {self.padded_b[2]})"
+            return f"({t.V} if {self._full_block(0)} else {self.padded_b[2]})"
         return f"min({t.V}, {B.extent} - j)" if btail else str(t.V)
 
     def _outer_offsets(self, depth: int, outer: list[int]) -> None:

@@ -326,10 +326,11 @@ def nt_split_min_bytes(tile: TileSpec) -> int:
     packed into lines, whose blocks are written as sequential streams, at the LLC size
     (nhwc -> nChw16c, C=100, 21 MB at 2 threads: plain 1.28x copy, NT 1.85x, on a Zen 5
     host). Streams have their own (``stream_split_min_bytes``). On this session's Zen 4
-    host (L3 shared with other tenants) the 19 MB weights at 2 threads measured both ways round in different
-    phases of the machine: NT 1.3-1.6x copy against plain 2.5-3.6x in one (A/B script,
-    and once in the harness), and in three alternating harness runs NT 2.36-2.52x copy
-    (0.95-1.18x oneDNN's time) against plain 1.45-1.74x (0.69-0.89x): kept plain.
+    host (L3 shared with other tenants) the 19 MB weights at 2 threads measured both ways
+    round in different phases of the machine: NT 1.3-1.6x copy against plain 2.5-3.6x in
+    one (A/B script, and once in the harness), and in three alternating harness runs NT
+    2.36-2.52x copy (0.95-1.18x oneDNN's time) against plain 1.45-1.74x (0.69-0.89x): kept
+    plain.
     """
     if NT_SPLIT_MIN_BYTES is not None:
         return max(NT_MIN_BYTES, NT_SPLIT_MIN_BYTES)
@@ -348,7 +349,7 @@ STREAM_SPLIT_PLAIN_QUARTERS = int(os.environ.get("LAYOUTJIT_STREAM_SPLIT_PLAIN_Q
 
 def stream_split_min_bytes(ir: LoopIR, tile: TileSpec) -> int:
     """The NT threshold of a stream split between threads: 1.5x the LLC of traffic
-    (``STREAM_SPLIT_PLAIN_QUARTERS``), the base threshold for streams that narrow.
+    (``STREAM_SPLIT_PLAIN_QUARTERS``); a stream that narrows keeps its one-thread one.
 
     Two threads copying with plain stores keep part of an output near the LLC's size in
     cache, and there NT streams ran behind the copy and oneDNN (whose plain stores ran at
@@ -4098,9 +4099,10 @@ def _shift_possible(ir: LoopIR, tile: TileSpec) -> bool:
 
     Needs: a register-tile transpose (not whole blocks), only src and dst, a
     destination of 1, 2, 4 or 8-byte elements whose row group (R*M elements) is a
-    whole number of lines, no padding (but a source's of B's dim, ``padded_b_blocks``) or index-computed offsets, and
-    rows of at least two groups and ``SHIFT_MIN_ROW_BYTES`` (else there is little to
-    realign); 1-byte destinations also at least ``SHIFT_MIN_BYTE_ROWS`` rows (B).
+    whole number of lines, no padding (but a source's of B's dim, ``padded_b_blocks``) or
+    index-computed offsets, and rows of at least two groups and ``SHIFT_MIN_ROW_BYTES``
+    (else there is little to realign); 1-byte destinations also at least
+    ``SHIFT_MIN_BYTE_ROWS`` rows (B).
     """
     if not _two_node_transpose(ir, tile) or tile.b is None:
         return False
@@ -4283,7 +4285,8 @@ def _panel_possible(ir: LoopIR, tile: TileSpec) -> bool:
     the stage and the panel is written as whole lines, instead of realigning every
     short row (whose first and last lines would be partial). Rows of at most a line
     keep their whole-block tiles, which write the panel directly (8-bit 7x7: 1.7x copy
-    direct, 2.2x staged). No padding, index-computed offsets or extra operands.
+    direct, 2.2x staged). No padding (but a source's of B's dim, ``padded_b_blocks``),
+    index-computed offsets or extra operands.
     """
     if not _two_node_transpose(ir, tile) or not _rows_form_panels(ir, tile, padded_b=True):
         return False
