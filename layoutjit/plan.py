@@ -2299,7 +2299,17 @@ COLS_UNIFORM = os.environ.get("LAYOUTJIT_COLS_UNIFORM", "1") != "0"
 #: 7.04 (5.23) -> 5.12 (3.79). Source pieces of 4 B lost (s8 `aCdB16b16c4b -> Abcd4a`
 #: 1.78 -> 3.30 at 1 thread, `AcdeB24a4b -> abdec` 2.13 -> 5.04), and tiny tensors in
 #: cache (f32 -> s8 17x16x14x14 chwn -> nChw16c +1.3 us). ``LAYOUTJIT_LINE_ROWS_OVER_COLS_BYTES=0``: never.
-LINE_ROWS_OVER_COLS_BYTES = int(os.environ.get("LAYOUTJIT_LINE_ROWS_OVER_COLS_BYTES", 16))
+#: 32 since the fortieth session (Zen 4, AVX-512): f32 -> bf16 `oihw -> OIhw16i16o` (16 o of
+#: 2 bytes, 32-byte pieces from 196-byte source runs) took cols tiles through a job stage;
+#: line rows of 2 i x 16 o write whole NT lines. A/B in one process, ratio to copy at 1
+#: thread (2 threads), cols -> line rows: 512x256x7x7 1.49-1.71 (1.14-1.30) -> 0.71-0.88
+#: (0.78-0.85), 256x1024x7x7 1.19-1.22 (1.01-1.07) -> 1.15-1.17 (0.93-0.94), 512x1024x7x7
+#: 1.03 (0.94) -> 1.02 (0.88); f32 -> bf16 `goihw -> gOhwi16o` (which lost on Zen 3 under
+#: the wide rule below, hence its narrowing clause) 64x16x768x5x3 1.31 (1.14) -> 0.76
+#: (0.68), 64x16x128x7x7 2.05 (3.08) -> 1.10 (1.55), 16x128x128x5x5 1.70 (1.85) -> 1.04
+#: (1.25); mixed: `oihw -> Ohwi16o` 2048x1024x3x3 1.29 (1.15) -> 1.40 (1.07). Two of 5736
+#: listed pairs change (none public), 1 of 20 and 3 of 70 generated weight conversions.
+LINE_ROWS_OVER_COLS_BYTES = int(os.environ.get("LAYOUTJIT_LINE_ROWS_OVER_COLS_BYTES", 32))
 #: ... with plain stores too (below the NT threshold), since the thirty-first session.
 #: Measured with NT only at first; in cache the cols tiles' short scattered stores cost
 #: more still. u8 `Goihw16g -> gOIhw4i16o4i` 16x16x1024x7x3 (5 MB): cols tiles 4x32 store

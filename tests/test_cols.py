@@ -162,6 +162,7 @@ def test_short_pieces_go_through_a_stage(nt_and_parallel_always, monkeypatch, di
     monkeypatch.setattr(plan_mod, "COLS_STAGE_SAME_WIDE", False)
     monkeypatch.setattr(plan_mod, "JOB_STAGE_BYTES", 0)  # (its jobs' stage: test_job_stage.py)
     monkeypatch.setattr(plan_mod, "LINE_ROWS_OVER_COLS_WIDE_BYTES", 0)  # (unstaged 32-byte pieces)
+    monkeypatch.setattr(plan_mod, "LINE_ROWS_OVER_COLS_BYTES", 16)  # (likewise)
     k = lj.compiler.build(M(dims, "f32", stag), M(dims, ddt, dtag))
     assert k.plan.tile.c is not None and k.plan.cols_stage == staged, k.plan.describe()
     assert k.plan.nt == staged and ("written out as whole non-temporal lines" in k.plan.describe()) == staged

@@ -38,6 +38,9 @@ CASES = [
     ((32, 64, 5, 7), "IOhw16i16o", "oihw", "s8", "s8"),
     ((32, 64, 3, 5), "OIhw16i16o", "oihw", "s8", "f32"),
     ((32, 64, 3, 5), "OIhw4o4i", "iohw", "f32", "f32"),
+    # f32 -> bf16 pieces of 32 bytes (16 o): line rows of 2 i x 16 o (LINE_ROWS_OVER_COLS_BYTES)
+    ((32, 48, 7, 7), "oihw", "OIhw16i16o", "f32", "bf16"),
+    ((2, 32, 48, 5, 3), "goihw", "gOhwi16o", "f32", "bf16"),
 ]
 
 
@@ -62,8 +65,13 @@ def test_cols_kept(nt_everywhere, monkeypatch):
 
 
 def test_narrowing_keeps_cols(nt_everywhere, monkeypatch):
-    """f32 -> bf16 pieces of 32 bytes keep their cols tiles; the wide rule off: cols again."""
+    """f32 -> bf16 pieces of 32 bytes take line rows by the short rule (32 B since the
+    fortieth session), and keep cols tiles under the wide one alone (narrowing); the wide
+    rule off: cols again."""
     dims = (4, 16, 64, 5, 3)
+    p = plan_of(M(dims, "f32", "goihw"), M(dims, "bf16", "gOhwi16o"))
+    assert p.tile.a2 is not None and p.tile.c is None, p.describe()
+    monkeypatch.setattr(plan_mod, "LINE_ROWS_OVER_COLS_BYTES", 16)
     p = plan_of(M(dims, "f32", "goihw"), M(dims, "bf16", "gOhwi16o"))
     assert p.tile.c is not None, p.describe()
     dims = (2, 32, 32, 5, 1)
