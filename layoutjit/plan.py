@@ -3450,7 +3450,7 @@ def row_stage(ir: LoopIR, tile: TileSpec, vbytes: int) -> int:
         return 0
     if tile.a2 is not None or tile.c is not None or tile.l is not None or tile.rows_contiguous:
         return 0
-    if any(r.valid != r.extent or r.write != r.extent for r in ir.dims):
+    if _padded(ir):
         return 0
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     dsz, ssz = ir.operands[0].dtype.size, ir.operands[1].dtype.size
@@ -4306,8 +4306,9 @@ def _panel_possible(ir: LoopIR, tile: TileSpec) -> bool:
 
 
 def _padded(ir: LoopIR) -> bool:
-    """Whether any dim carries padding (data, zeros and extent not all equal)."""
-    return any(r.valid != r.extent or r.write != r.extent for r in ir.dims)
+    """Whether any dim carries padding (``DimRange.guarded``: its data short of its extent;
+    its written zeros end between the two)."""
+    return any(r.guarded for r in ir.dims)
 
 
 #: Staged transposes (``Plan.panel``/``Plan.shifted``) also from a source that pads B's dim
@@ -4342,7 +4343,7 @@ def padded_b_blocks(ir: LoopIR, tile: TileSpec) -> tuple[int, int, int] | None:
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     if a.extent * ir.operands[0].dtype.size < STAGED_PADDED_B_MIN_ROW_BYTES:
         return None
-    if b.dim is None or [i for i, r in enumerate(ir.dims) if r.valid != r.extent or r.write != r.extent] != [b.dim]:
+    if b.dim is None or [i for i, r in enumerate(ir.dims) if r.guarded] != [b.dim]:
         return None
     r = ir.dims[b.dim]
     if r.write != r.valid or b.weight != 1 or b.extent != tile.V or r.valid % b.extent == 0:
