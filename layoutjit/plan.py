@@ -3244,7 +3244,7 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
         # 1.03), f32 -> bf16 3000x1001 2.96 -> 1.38 (2.89 -> 1.21), 1000x4096 1.63-3.25 ->
         # 1.07-2.22 (2.22-2.55 -> 1.00-1.35), ndhwc -> ncdhw 64x128x7x7x7 1.28-2.22 ->
         # 1.19-2.09 (1.37-3.03 -> 0.81-1.74).)
-        panel = _panel_possible(ir, tile) and not _shift_better(ir, tile)
+        panel = _panel_possible(ir, tile) and not (_shift_better(ir, tile) or _long_rows_shift(ir, tile, traffic))
         wide, pb = wide_panel(ir, tile, vb) if panel else (tile, 1)
         if (pb > 1 or not panel or traffic >= nt_split_min_bytes(tile)) and (panel or _shift_possible(ir, tile)):
             tile = wide
@@ -4725,6 +4725,47 @@ def _shift_better(ir: LoopIR, tile: TileSpec) -> bool:
         return True
     return _prefetched_shift_better(ir, tile)
 
+
+#: Destination rows of at least this many bytes realign rather than stage whole panels
+#: once the traffic reaches the LLC size (``_long_rows_shift``; 0: never); rows
+#: of a conversion that narrows its elements from ``SHIFT_LONG_ROW_NARROW_BYTES``.
+SHIFT_LONG_ROW_BYTES = int(os.environ.get("LAYOUTJIT_SHIFT_LONG_ROW_BYTES", 1280))
+SHIFT_LONG_ROW_NARROW_BYTES = 1792
+SHIFT_LONG_ROW_MIN_SRC_BYTES = 16  # ... from source rows of this many bytes
+
+
+def _long_rows_shift(ir: LoopIR, tile: TileSpec, traffic: int) -> bool:
+    """Whether a panel transpose into destination rows of ``SHIFT_LONG_ROW_BYTES`` or more
+    (blocked -> plain with planes of 18x18 f32 and up) should realign its rows instead,
+    out of cache (traffic of the LLC size or more; the band of 24-25 MB below measured
+    both ways: f32 `nChw8c` 16x200x31x31 1.29 (1.49) -> 1.59 (1.33)).
+
+    A panel of V such rows is a stage of 16 KB and more (V=8, 729 f32: 23 KB) beside the
+    source stream in a 32 KB L1; a probe of its two phases out of cache put the loss on
+    the tiles that fill it (2.4-2.6 ms for 39 MB read, against 1.2-1.5 with stages of 3-13
+    KB). Realigned rows stage one tile at a time. A/B on the AVX-512 host (Zen 4), ratio
+    to copy at 1 thread (2 threads), panel -> realigned: f32 `nChw8c -> nchw` 128x100x27x27
+    1.49 (1.25) -> 0.88 (0.83), 256x64x27x27 1.54 (1.12) -> 0.91 (0.83), 64x200x31x31
+    1.51 (1.32) -> 0.95 (0.83); `nCw8c -> ncw` 256x64x777 1.67 (1.19) -> 0.98 (0.79); bf16
+    `nChw16c -> nchw` 256x128x27x27 1.72 (1.30) -> 1.29 (1.05); u8 45x45 1.72 (1.31) ->
+    1.35 (0.98); s8 39x39 1.74 (1.23) -> 1.66 (1.15); bf16 -> f32 `nChw8c` 64x128x27x27
+    1.88 (2.97) -> 1.24 (1.94); `OIhw4i4o -> ohwi` bf16 32768x2000x1x1 1.06 (0.90) -> 0.63
+    (0.69). Shorter rows keep their panels (784 B, f32 `nChw16c -> nchw` 256x512x14x14:
+    0.90 -> 1.16 at 1 thread; 1020 B, bf16 -> f32 `nCw16c` 1172x17x255: 1.67 -> 2.12), and
+    so do f32 -> bf16 rows under 1792 B (27x27, 1458 B: `nChw16c` 128x128x27x27 1.43
+    (1.66) -> 1.68 (2.03), `nChw8c` 1.25 (0.95) -> 1.43 (0.91)), which gain from 31x31
+    (1922 B, `nChw8c` 64x256x31x31 1.48 (1.64) -> 0.97 (1.19)). Source rows of 16 B and
+    more: bf16 `nhwc -> nchw` 2048x8x35x35 gains (1.64 -> 1.24 at 1 thread), C = 4 (rows
+    of 8 B) loses (4096x4x35x35 1.03 -> 1.32).
+    """
+    if not SHIFT_LONG_ROW_BYTES or traffic < llc_bytes():
+        return False
+    assert tile.b is not None
+    dsz, ssz = ir.operands[0].dtype.size, ir.operands[1].dtype.size
+    if ir.nodes[tile.b].extent * ssz < SHIFT_LONG_ROW_MIN_SRC_BYTES:
+        return False
+    row = ir.nodes[tile.a].extent * dsz
+    return row >= (SHIFT_LONG_ROW_NARROW_BYTES if dsz < ssz else SHIFT_LONG_ROW_BYTES) and _shift_possible(ir, tile)
 
 def _few_wide_rows(ir: LoopIR, tile: TileSpec) -> bool:
     """Whether a transpose reads source rows of at most ``SHIFT_FEW_ROWS_BYTES`` of 4-byte

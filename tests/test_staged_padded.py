@@ -88,7 +88,8 @@ def test_switch_off_keeps_the_plain_plan(nt_everywhere, monkeypatch):
 
 @pytest.mark.parametrize("dims, tag, staged", [
     ((16, 200, 55, 55), "nChw16c", "realigned"),   # rows of 12100 B
-    ((128, 100, 27, 27), "nChw8c", "panel"),       # rows of 2916 B, panels of 8
+    ((128, 100, 27, 27), "nChw8c", "realigned"),   # rows of 2916 B (_long_rows_shift)
+    ((256, 100, 14, 14), "nChw8c", "panel"),       # rows of 784 B, panels of 8
 ])
 def test_real_sizes_take_the_staged_plans(dims, tag, staged):
     """At real sizes (above the NT thresholds), without patching: plans only."""
