@@ -838,7 +838,8 @@ class Plan:
         (2.06); 256 B and 1 KB ahead measured 1.49 and 1.42. Rows on the lines lost (f32
         -> u8 `ab -> ba` 4096x8192 1.24 (1.30) -> 1.59 (1.40), u8 1.49 -> 1.60 at 1 thread,
         f32 8192x4096 (16-row tiles) 0.87 (0.72) -> 0.98 (0.91)), and staged plans gained
-        nothing (f32 -> s8 3001x2999). ``LAYOUTJIT_ROW_STREAM_PREFETCH=0`` turns it off."""
+        nothing (f32 -> s8 3001x2999). ``LAYOUTJIT_ROW_STREAM_PREFETCH=0`` turns it off.
+        Rows on the lines of 2-byte copies: ``ROW_STREAM_LINED_AHEAD``."""
         t = self.tile
         if (not ROW_STREAM_PREFETCH or t is None or not _two_node_transpose(self.ir, t) or not self.nt
                 or self.prefetch or self.shifted or self.panel or self.row_stage or self.cols_stage):
@@ -848,8 +849,11 @@ class Plan:
         ssz = self.ir.operands[1].dtype.size
         if t.R < ROW_STREAM_MIN_ROWS or b.strides[1] != 1 or a.strides[1] is None:
             return 0
-        if (a.strides[1] * ssz) % 64 == 0 or b.extent * ssz < ROW_STREAM_MIN_ROW_BYTES:
+        if b.extent * ssz < ROW_STREAM_MIN_ROW_BYTES:
             return 0
+        if (a.strides[1] * ssz) % 64 == 0:  # rows on the lines: 2-byte copies only, see the constants
+            lined = ROW_STREAM_LINED_AHEAD and ssz == self.ir.operands[0].dtype.size == 2
+            return ROW_STREAM_LINED_AHEAD if lined and (a.strides[1] * ssz) % 2048 else 0
         return ROW_STREAM_AHEAD
 
     @property
@@ -1052,8 +1056,12 @@ class Plan:
             lines.append(f"prefetch: {self.prefetch_block} B per row group, one group ahead, to "
                          + ("L2 only" if self.prefetch_l2 else "all cache levels"))
         if self.row_stream_prefetch:
+            assert self.tile is not None
+            step = self.ir.nodes[self.tile.a].strides[1] or 0
+            lined = step * self.ir.operands[1].dtype.size % 64 == 0
             lines.append(f"prefetch: each tile's source rows, {self.row_stream_prefetch} B ahead, "
-                         "each row once a line (long rows off the lines)")
+                         "each row once a line (" + ("2-byte rows on the lines" if lined
+                                                       else "long rows off the lines") + ")")
         if self.row_prefetch:
             lines.append(f"prefetch: each tile's source rows, {self.row_prefetch} elements ahead "
                          f"(where the next step of an outer loop continues them)")
@@ -4385,6 +4393,19 @@ ROW_STREAM_PREFETCH = os.environ.get("LAYOUTJIT_ROW_STREAM_PREFETCH", "1") != "0
 ROW_STREAM_MIN_ROWS = 32
 ROW_STREAM_MIN_ROW_BYTES = 1024
 ROW_STREAM_AHEAD = 512
+#: ... and, for 2-byte elements on both sides, rows on the lines that are not a multiple of
+#: 2 KB apart, ROW_STREAM_LINED_AHEAD bytes ahead (0: never). bf16 `nchw -> nhwc` with few
+#: channels reads 32 B of 64 rows per tile (32x16 tiles, two a step: 2 KB a step, where
+#: C=256 reads 8 KB); the rows' streams are more than the prefetchers follow. A/B on the
+#: AVX-512 host (Zen 4), ratio to copy at 1 thread (2 threads), without -> 1 KB ahead:
+#: 32x64x112x112 1.50-1.55 (1.05-1.33) -> 0.97-1.07 (0.83-0.99) (512 B: 1.19 (0.93));
+#: 64x64x56x56 1.43 (2.17) -> 0.92 (0.95), f16 1.45 (1.08) -> 0.96 (0.84); C=128 112x112
+#: 0.90 (0.92) -> 0.83 (0.89); C=96 0.86 -> 0.81; C=256 56x56 1.24 (0.89) -> 1.21 (0.88).
+#: Rows 2 KB modulo 4 KB apart lost or gained nothing (`ncdhw -> ndhwc` 8x64x16x56x56 0.93
+#: -> 1.10; ab -> ba 3072x3072, 6144x5120 even), and so did other element sizes: f32 ->
+#: bf16 `nchw -> nhwc` 32x256x56x56 1.25 (0.92) -> 1.64 (1.04), u8/s8 mixed (32x256x56x56
+#: 1.46 -> 1.19, 12288x3072 1.68 -> 1.89).
+ROW_STREAM_LINED_AHEAD = int(os.environ.get("LAYOUTJIT_ROW_STREAM_LINED_AHEAD", 1024))
 #: Tiles that write whole blocks prefetch their rows too, rows shorter than
 #: ``PREFETCH_MAX_BLOCK_ROW`` bytes (see ``_prefetch_rows``).
 PREFETCH_BLOCK_ROWS = os.environ.get("LAYOUTJIT_PREFETCH_BLOCK_ROWS", "1") != "0"

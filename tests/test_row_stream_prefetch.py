@@ -65,3 +65,43 @@ def test_row_stream_prefetch_switch(monkeypatch):
     k = build(s, d)
     assert k.plan.row_stream_prefetch == 0
     assert ref.kernel_matches_reference(k, seed=3)
+
+
+@pytest.mark.parametrize("dims, tag, dt", [
+    # (groups of 64 rows over PREFETCH_MAX_BLOCK: no group prefetch)
+    ((8, 64, 56, 56), "nchw", "bf16"),    # 64 rows of 6272 B on the lines (128 mod 2048)
+    ((8, 64, 57, 57), "nchw", "f16"),     # rows of 6498 B: off the lines, the first rule
+    ((8, 96, 56, 56), "nchw", "bf16"),    # 96 rows: a row tail of 32
+])
+def test_two_byte_rows_on_the_lines_prefetch(dims, tag, dt):
+    """2-byte copies into nhwc from rows on the lines, not a multiple of 2 KB apart: 1 KB
+    ahead (``ROW_STREAM_LINED_AHEAD``); the prefetches in the source, every byte."""
+    s, d = M(dims, dt, tag), M(dims, dt, "nhwc")
+    k = build(s, d)
+    p = k.plan
+    row = dims[2] * dims[3] * 2
+    lined = row % 64 == 0
+    want = plan_mod.ROW_STREAM_LINED_AHEAD if lined else plan_mod.ROW_STREAM_AHEAD
+    assert p.row_stream_prefetch == want, p.describe()
+    assert ("2-byte rows on the lines" if lined else "long rows off the lines") in p.describe()
+    assert f"+ {want // 2})" in k.source, k.source
+    for threads in ref.at_thread_counts((1, 2)):
+        assert ref.kernel_matches_reference(k, seed=threads), p.describe()
+
+
+@pytest.mark.parametrize("dims, tag, sdt, ddt, why", [
+    ((8, 64, 48, 64), "nchw", "bf16", "bf16", "rows of 6 KB (2 KB modulo 4 KB)"),
+    ((1, 64, 32, 32), "nchw", "bf16", "bf16", "rows of 2 KB: the group prefetch"),
+    ((8, 64, 40, 40), "nchw", "f32", "bf16", "a conversion"),
+    ((8, 128, 40, 80), "nchw", "u8", "u8", "1-byte elements"),
+])
+def test_no_prefetch_of_other_rows_on_the_lines(dims, tag, sdt, ddt, why, monkeypatch):
+    p = lower_and_plan(M(dims, sdt, tag), M(dims, ddt, "nhwc"), None)[1]
+    assert p.row_stream_prefetch == 0, (why, p.describe())
+
+
+def test_lined_prefetch_switch(monkeypatch):
+    s, d = M((8, 64, 56, 56), "bf16", "nchw"), M((8, 64, 56, 56), "bf16", "nhwc")
+    assert lower_and_plan(s, d, None)[1].row_stream_prefetch
+    monkeypatch.setattr(plan_mod, "ROW_STREAM_LINED_AHEAD", 0)
+    assert lower_and_plan(s, d, None)[1].row_stream_prefetch == 0
