@@ -1348,7 +1348,7 @@ class KernelWriter:
                 # each row's line that an outer loop's next step reads (row_continuation):
                 # the line of the step's last element (steps shorter than a line end in
                 # every line of the row)
-                pfr = self._micro(("prefetch", 64, False))
+                pfr = self._micro(("prefetch", 64, self.plan.row_prefetch_l2))
                 for x in _covering_points([r + ahead + Vv - 1 for r in rows if r is not None],
                                           64 // self.ops[1].dtype.size if ROW_PREFETCH_COVER else 0):
                     self.w.put(dep3, f"{pfr}(src, {so} + {x})")

@@ -8,7 +8,9 @@
   prefetches 1 KB (its share) of the next block.
 - One-line tiles prefetch the continuation of their source rows (``plan.row_continuation``,
   ``Plan.row_prefetch``). f32 `oihw -> OIhw4i16o4i`: a tile's 16 rows are 4 o x 4 i, the 4 i
-  of an o one run of 4 x hw elements that the next step of the 4-i loop continues.
+  of an o one run of 4 x hw elements that the next step of the 4-i loop continues. Where
+  that loop is the innermost (f32 -> s8: 64 rows, 16 o x 4 i), two steps ahead, to L2
+  (``plan.near_row_continuation``).
 
 The tests check the plans, the prefetches in the generated source, and every byte with NT
 stores forced on small tensors.
@@ -81,16 +83,36 @@ def test_rows_prefetch_their_continuation():
 def test_no_row_prefetch_in_cache_or_switched_off(monkeypatch):
     p = plan_of((32, 32, 8, 8), "oihw", "OIhw4i16o4i")
     assert p.tile.a2 is not None and not p.nt and p.row_prefetch == 0, p.describe()
-    # f32 -> s8: 64 rows (16 o x 4 i), the 4-i loop innermost: the next tile reads the lines
+    # f32 -> s8: 64 rows (16 o x 4 i), the 4-i loop innermost: no continuation to all
+    # levels, two steps ahead to L2 (near_row_continuation) unless that is off
     p = plan_of((4096, 1000, 3, 3), "oihw", "OIhw4i16o4i", "f32", "s8")
-    assert p.nt and p.tile.a2 is not None and p.row_prefetch == 0, p.describe()
+    assert p.nt and p.tile.a2 is not None, p.describe()
     assert plan_mod.outer_nodes(p.ir, p.tile)[-1] == 2 and p.ir.nodes[2].strides[1] == 4 * 9
+    assert plan_mod.row_continuation(p.ir, p.tile) == 0
+    assert p.row_prefetch == 2 * 4 * 9 and p.row_prefetch_l2, p.describe()
+    with monkeypatch.context() as near_off:
+        near_off.setattr(plan_mod, "ROW_PREFETCH_NEAR_RUNS", 0)
+        p = plan_of((4096, 1000, 3, 3), "oihw", "OIhw4i16o4i", "f32", "s8")
+        assert p.row_prefetch == 0, p.describe()
     # rows continued only by an outer loop far out (6.5 MB of reads between)
     p = plan_of((8, 100, 128, 100), "hwio", "nChw8c")
     assert p.nt and p.tile.a2 is not None and p.row_prefetch == 0, p.describe()
     monkeypatch.setattr(plan_mod, "ROW_PREFETCH", False)
     p = plan_of((1024, 256, 8, 8), "oihw", "OIhw4i16o4i")
     assert p.nt and p.row_prefetch == 0, p.describe()
+
+
+def test_rows_continued_by_the_innermost_loop_prefetch_to_l2():
+    """``near_row_continuation``: two steps of the innermost outer loop ahead, to L2."""
+    p = plan_of((1024, 512, 7, 7), "oihw", "OIhw4i16o4i", "f32", "s8")
+    assert p.nt and plan_mod.tile_rows(p.ir, p.tile) == 64, p.describe()
+    assert p.row_prefetch == 2 * 4 * 49 and p.row_prefetch_l2, p.describe()
+    assert "innermost outer loop continue them), to L2" in p.describe()
+    p = plan_of((1024, 256, 8, 8), "oihw", "OIhw4i16o4i")   # an outer loop's: all levels
+    assert p.row_prefetch == 4 * 64 and not p.row_prefetch_l2, p.describe()
+    # steps of 200 KB (a plane of 224x224 f32): too far ahead
+    p = plan_of((12, 62, 224, 224), "nchw", "NChw16n16c", "f32", "s8")
+    assert p.nt and p.tile.a2 is not None and p.row_prefetch == 0, p.describe()
 
 
 # (nt_everywhere patches the module from its first use on: the plan tests come first)
@@ -132,6 +154,18 @@ def test_row_prefetch_is_exact(plans_32, nt_everywhere, dims, stag, dtag, sdt, d
     # row 0's line at the first step's last element, one continuation ahead
     v = min(p.tile.V, p.ir.nodes[p.tile.b].extent)
     assert f"+ {p.row_prefetch + v - 1})" in k.source, k.source
+    ref.check_exact_at_offsets(k, sum(dims))
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
+    ((32, 48, 7, 7), "oihw", "OIhw4i16o4i", "f32", "s8"),       # 64 rows, 16 o x 4 i
+    ((48, 20, 3, 3), "oihw", "OIhw4i16o4i", "f32", "u8"),       # i padded (20 of 32)
+])
+def test_near_row_prefetch_is_exact(nt_everywhere, dims, stag, dtag, sdt, ddt):
+    k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
+    p = k.plan
+    assert p.nt and p.tile.a2 is not None and p.row_prefetch and p.row_prefetch_l2, p.describe()
+    assert "prefetch(64, l2_only=True)" in k.source, k.source
     ref.check_exact_at_offsets(k, sum(dims))
 
 
