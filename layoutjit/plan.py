@@ -826,9 +826,10 @@ class Plan:
 
     @property
     def row_prefetch_l2(self) -> bool:
-        """Whether the ``row_prefetch`` prefetches go to L2 only (``near_row_continuation``)."""
+        """Whether the ``row_prefetch`` prefetches go to L2 only: always for
+        ``near_row_continuation``, for ``row_continuation`` unless ``ROW_PREFETCH_L2`` is off."""
         t = self.tile
-        return bool(self.row_prefetch and t is not None and not row_continuation(self.ir, t))
+        return bool(self.row_prefetch and t is not None and (ROW_PREFETCH_L2 or not row_continuation(self.ir, t)))
 
     @property
     def row_stream_prefetch(self) -> int:
@@ -1069,9 +1070,11 @@ class Plan:
                          "each row once a line (" + ("2-byte rows on the lines" if lined
                                                        else "long rows off the lines") + ")")
         if self.row_prefetch:
-            where = ("the next steps of the innermost outer loop continue them), to L2" if self.row_prefetch_l2
-                     else "the next step of an outer loop continues them)")
-            lines.append(f"prefetch: each tile's source rows, {self.row_prefetch} elements ahead (where {where}")
+            assert self.tile is not None
+            where = ("the next step of an outer loop continues them)" if row_continuation(self.ir, self.tile)
+                     else "the next steps of the innermost outer loop continue them)")
+            lines.append(f"prefetch: each tile's source rows, {self.row_prefetch} elements ahead (where {where}"
+                         + (", to L2" if self.row_prefetch_l2 else ""))
         if self.elem_prefetch:
             lines.append(f"prefetch: each step around the innermost loop, a source line "
                          f"{self.elem_prefetch} elements ahead (short pieces of each step's bytes)")
@@ -4894,7 +4897,8 @@ def row_continuation(ir: LoopIR, tile: TileSpec) -> int:
     hardware prefetchers follow slowly. Each tile call prefetches the line of every row it
     reads, that far ahead. Zen 3 (AVX2), one process, ratio to copy at 1 thread (2
     threads), without -> with: 1.62 (1.33) -> 1.21 (1.11); a first probe: 1.46 (1.40) ->
-    1.15 (1.06), 4 KB ahead (the next i-block) 1.27 (1.10), to L2 only 1.22 (1.10).
+    1.15 (1.06), 4 KB ahead (the next i-block) 1.27 (1.10), to L2 only 1.22 (1.10). To L2
+    only since the forty-first session (``ROW_PREFETCH_L2``).
     """
     if (tile.kind != "transpose" or tile.a2 is None or tile.b is None or len(ir.operands) != 2
             or tile_rows(ir, tile) > tile.R):
@@ -4953,6 +4957,19 @@ def near_row_continuation(ir: LoopIR, tile: TileSpec) -> int:
     return ahead if outer and ir.nodes[outer[-1]].strides[1] == run else 0
 
 
+#: ``row_continuation`` prefetches go to L2 only (``Plan.row_prefetch_l2``). They went to
+#: every level, measured on Zen 3 (AVX2) about even with L2 only (f32 `oihw ->
+#: OIhw4i16o4i` 1024x256x8x8 1.21 against 1.22); on the AVX-512 host (Zen 4), A/B over 24
+#: listed and generated pairs that take them, ratio to copy at 1 thread (2 threads), all
+#: levels -> L2: geomean 1.37 (1.19) -> 1.20 (1.07), 11 (10) gained more than 10%, 2 (3)
+#: lost as much: s8 `hwioG16g -> gIhwO16o64i4o` 10x192x56x5x256 1.86 (1.58) -> 0.88
+#: (0.73), `NChw16n16c -> chwn` 2048x512x7x7 1.36 (1.40) -> 0.98 (1.03), f32 -> bf16
+#: `goihw -> gOIhw16o16i` 16x64x256x5x5 2.09 (1.41) -> 1.48 (1.21), `iohw -> OIhw16i16o`
+#: 4096x256x1x7 1.38 (1.45) -> 0.96 (1.22), f32 `oihw -> OIhw4i16o4i` 192x1024x7x7 1.24
+#: (0.92) -> 0.92 (0.66), 1024x256x8x8 1.13 (1.00) -> 0.90 (0.79); lost: `Oihw4o ->
+#: gIwO64i4o` 6x8x6144x96 1.09 -> 1.26 at 1 thread, bf16 -> f32 `gOIw4o8i8o2i -> OIhw8o8i`
+#: 3x256x112x288 0.82 (0.69) -> 0.91 (0.79). ``LAYOUTJIT_ROW_PREFETCH_L2=0``: all levels.
+ROW_PREFETCH_L2 = os.environ.get("LAYOUTJIT_ROW_PREFETCH_L2", "1") != "0"
 #: ``near_row_continuation``: steps ahead (0: off), and the most bytes ahead.
 ROW_PREFETCH_NEAR_RUNS = int(os.environ.get("LAYOUTJIT_ROW_PREFETCH_NEAR_RUNS", 2))
 ROW_PREFETCH_NEAR_MAX_BYTES = 32 * 1024

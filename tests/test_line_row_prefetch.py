@@ -108,8 +108,9 @@ def test_rows_continued_by_the_innermost_loop_prefetch_to_l2():
     assert p.nt and plan_mod.tile_rows(p.ir, p.tile) == 64, p.describe()
     assert p.row_prefetch == 2 * 4 * 49 and p.row_prefetch_l2, p.describe()
     assert "innermost outer loop continue them), to L2" in p.describe()
-    p = plan_of((1024, 256, 8, 8), "oihw", "OIhw4i16o4i")   # an outer loop's: all levels
-    assert p.row_prefetch == 4 * 64 and not p.row_prefetch_l2, p.describe()
+    p = plan_of((1024, 256, 8, 8), "oihw", "OIhw4i16o4i")   # an outer loop's: L2 as well
+    assert p.row_prefetch == 4 * 64 and p.row_prefetch_l2, p.describe()
+    assert "outer loop continues them), to L2" in p.describe()
     # steps of 200 KB (a plane of 224x224 f32): too far ahead
     p = plan_of((12, 62, 224, 224), "nchw", "NChw16n16c", "f32", "s8")
     assert p.nt and p.tile.a2 is not None and p.row_prefetch == 0, p.describe()
@@ -150,7 +151,7 @@ def test_row_prefetch_is_exact(plans_32, nt_everywhere, dims, stag, dtag, sdt, d
     k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
     p = k.plan
     assert p.nt and p.tile.a2 is not None and p.row_prefetch, p.describe()
-    assert "prefetch(64)" in k.source, k.source
+    assert "prefetch(64, l2_only=True)" in k.source, k.source
     # row 0's line at the first step's last element, one continuation ahead
     v = min(p.tile.V, p.ir.nodes[p.tile.b].extent)
     assert f"+ {p.row_prefetch + v - 1})" in k.source, k.source
@@ -166,6 +167,15 @@ def test_near_row_prefetch_is_exact(nt_everywhere, dims, stag, dtag, sdt, ddt):
     p = k.plan
     assert p.nt and p.tile.a2 is not None and p.row_prefetch and p.row_prefetch_l2, p.describe()
     assert "prefetch(64, l2_only=True)" in k.source, k.source
+    ref.check_exact_at_offsets(k, sum(dims))
+
+
+def test_row_prefetch_to_all_levels_when_switched(plans_32, nt_everywhere, monkeypatch):
+    monkeypatch.setattr(plan_mod, "ROW_PREFETCH_L2", False)
+    dims = (64, 48, 8, 8)
+    k = build(M(dims, "f32", "oihw"), M(dims, "f32", "OIhw4i16o4i"))
+    assert k.plan.row_prefetch and not k.plan.row_prefetch_l2, k.plan.describe()
+    assert "prefetch(64)" in k.source and "l2_only" not in k.source, k.source
     ref.check_exact_at_offsets(k, sum(dims))
 
 
