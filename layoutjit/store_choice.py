@@ -30,20 +30,33 @@ import time
 #: Calls timed per store kind.
 SAMPLES = int(os.environ.get("LAYOUTJIT_NT_TUNE_SAMPLES", 4))
 
-#: The calls go in pairs of one kind (plain, plain, NT, NT, ...) and only the second of
-#: each pair is timed, so each kind is timed in its own steady state: a plain call right
-#: after an NT one finds its output evicted (NT stores bypass the cache) and pays the
-#: ownership reads an output kept in cache would not. Alternating every call (0: the first
-#: two calls untimed, then plain, NT, plain, ...) timed plain stores that way and kept NT
-#: for outputs that stay in cache. Zen 3 (AVX2), f32 `nChw16c -> nchw` 1x384x299x17
-#: (16 MB), medians of the timed calls, plain / NT: 1 thread 0.48 / 0.45 ms alternating,
-#: 0.36 / 0.44 paired; 2 threads 0.28 / 0.30 -> 0.14 / 0.28.
+#: Each kind is timed in its own steady state: all plain calls first (``PLAIN_WARM``
+#: untimed, then ``SAMPLES`` timed), then one untimed NT call and ``SAMPLES`` timed ones.
+#: A plain call after NT ones finds its output evicted (NT stores bypass the cache, and
+#: evict the lines they write) and pays the ownership reads an output kept in cache would
+#: not; on the AVX-512 host (Zen 4, its L3 a victim cache of L2) plain calls take several
+#: calls to settle: f32 `oihw -> OIhw16i16o` 512x512x3x3 (19 MB) at 2 threads, back to
+#: back, plain calls after NT ones 0.53, 0.45, 0.40, 0.38, 0.36 ms, then 0.18-0.20, against
+#: 0.34 for NT from its first call. Calls in pairs of one kind (plain, plain(timed), NT,
+#: NT(timed), ..., ``PAIRED`` before) timed plain at 0.45-0.55 and kept NT, and in the
+#: harness the pair ran at 2.4-2.5x the copy's time, behind oneDNN (plain stores,
+#: 2.2-2.4), against 1.4-1.7 with plain stores. (Zen 3, AVX2, pairs against alternating
+#: every call, f32 `nChw16c -> nchw` 1x384x299x17, plain / NT medians: 1 thread 0.48 /
+#: 0.45 ms alternating, 0.36 / 0.44 paired; 2 threads 0.28 / 0.30 -> 0.14 / 0.28.)
+#: ``LAYOUTJIT_NT_TUNE_PAIRED=0``: alternate every call (the first two untimed).
 PAIRED = os.environ.get("LAYOUTJIT_NT_TUNE_PAIRED", "1") != "0"
+PLAIN_WARM = int(os.environ.get("LAYOUTJIT_NT_TUNE_PLAIN_WARM", 8))
+
+#: NT is kept only where its median is below this fraction of plain's: in a caller that
+#: does other work between calls, plain stores leave their write-backs to that work, which
+#: NT stores pay themselves (the pair above alternating with a copy of the same bytes at 2
+#: threads: plain 0.46 ms and the copy 0.33, NT 0.39 and the copy 0.20).
+NT_MARGIN = float(os.environ.get("LAYOUTJIT_NT_TUNE_MARGIN", 0.9))
 
 
 def calls_to_choose() -> int:
     """Calls at one thread count until the store kind is kept."""
-    return 4 * SAMPLES if PAIRED else 2 * SAMPLES + 2
+    return PLAIN_WARM + 2 * SAMPLES + 1 if PAIRED else 2 * SAMPLES + 2
 
 
 class StoreChoice:
@@ -66,7 +79,7 @@ class StoreChoice:
     def kept(self, n: int) -> bool | None:
         """NT (True) or plain (False) kept for ``n`` threads; None while still timing."""
         m = self.medians.get(n)
-        return None if m is None else m[1] < m[0]
+        return None if m is None else m[1] < NT_MARGIN * m[0]
 
     def start(self, n: int) -> tuple[int, float | None]:
         """(job offset, start time or None) for the next call on ``n`` threads (one
@@ -79,8 +92,10 @@ class StoreChoice:
         with self._lock:
             c = self._calls.get(n, 0)
             self._calls[n] = c + 1
-        if PAIRED:  # plain, plain, NT, NT, ...: the second of each pair timed
-            return (self.jobs if c // 2 % 2 else 0), (time.perf_counter() if c % 2 else None)
+        if PAIRED:  # plain x (PLAIN_WARM + SAMPLES), then NT x (1 + SAMPLES); the last SAMPLES of each timed
+            first_nt = PLAIN_WARM + SAMPLES
+            timed = PLAIN_WARM <= c < first_nt or c > first_nt
+            return (self.jobs if c >= first_nt else 0), (time.perf_counter() if timed else None)
         return (self.jobs if c % 2 else 0), (time.perf_counter() if c >= 2 else None)
 
     def finish(self, n: int, base: int, t0: float | None) -> None:
@@ -104,7 +119,7 @@ class StoreChoice:
         parts = []
         for n in sorted(self.medians):
             p, t = self.medians[n]
-            kept = "non-temporal" if t < p else "plain"
+            kept = "non-temporal" if self.kept(n) else "plain"
             parts.append(f"{n} thread{'s' if n > 1 else ''}: {kept} (median NT {t * 1e3:.3g} ms, "
                          f"plain {p * 1e3:.3g} ms)")
         return "; ".join(parts)

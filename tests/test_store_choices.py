@@ -92,14 +92,14 @@ def test_store_kind_is_timed_between_the_thresholds(band, monkeypatch, dims, sta
 
 @pytest.mark.parametrize("paired", [True, False])
 def test_store_choice_times_both_kinds_then_keeps_the_faster(monkeypatch, paired):
-    """Paired (the default): calls go plain, plain, NT, NT, ... and the second of each pair
-    is timed, each kind in its own steady state; unpaired, they alternate and the first two
-    are not timed. After SAMPLES timed calls of each kind the faster by median is kept (the
-    call times are made up here)."""
+    """Paired (the default): PLAIN_WARM untimed plain calls, SAMPLES timed ones, one
+    untimed NT call and SAMPLES timed ones, each kind timed in its own steady state;
+    unpaired, they alternate and the first two are not timed. NT is kept where its median
+    is below NT_MARGIN of plain's (the call times are made up here)."""
     import time
 
     from layoutjit import store_choice
-    from layoutjit.store_choice import SAMPLES, StoreChoice
+    from layoutjit.store_choice import PLAIN_WARM, SAMPLES, StoreChoice
 
     monkeypatch.setattr(store_choice, "PAIRED", paired)
 
@@ -117,8 +117,9 @@ def test_store_choice_times_both_kinds_then_keeps_the_faster(monkeypatch, paired
         seen.append(run(c, 2, lambda base: 1.0 if base else 2.0))  # NT twice as fast
     assert len(seen) == store_choice.calls_to_choose()
     if paired:
-        assert seen[:6] == [(0, False), (0, True), (10, False), (10, True), (0, False), (0, True)]
-        assert len(seen) == 4 * SAMPLES
+        want = ([(0, False)] * PLAIN_WARM + [(0, True)] * SAMPLES + [(10, False)]
+                + [(10, True)] * SAMPLES)
+        assert seen == want
     else:
         assert [b for b, _ in seen[:4]] == [0, 10, 0, 10] and len(seen) == 2 * SAMPLES + 2
         assert [t for _, t in seen[:3]] == [False, False, True]
@@ -129,6 +130,10 @@ def test_store_choice_times_both_kinds_then_keeps_the_faster(monkeypatch, paired
     for _ in range(store_choice.calls_to_choose()):
         run(c3, 3, lambda base: 1.0 if base else 0.5)  # plain faster
     assert c3.kept(3) is False and c3.start(3) == (0, None) and c3.kept(2) is None
+    c4 = StoreChoice(jobs=4)
+    for _ in range(store_choice.calls_to_choose()):
+        run(c4, 2, lambda base: 0.95 if base else 1.0)  # NT faster, by less than the margin
+    assert c4.kept(2) is False and "2 threads: plain" in c4.describe()
     c1 = StoreChoice(jobs=6, one_thread=True)  # Plan.nt_tune_one: one thread is timed too
     assert c1.start(1) == (0, None)
     for _ in range(store_choice.calls_to_choose() - 1):
