@@ -983,14 +983,14 @@ def _splat(builder: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
 SHIFT_PREFETCH_BYTES = 256
 
 
-def _prefetch(builder: ir.IRBuilder, p: ir.Value, elems: int, locality: int = 3) -> None:
-    """Software prefetch (read) of ``p + elems`` elements: to all cache levels (locality 3,
-    ``prefetcht0``) or to L2 and beyond (2, ``prefetcht1``)."""
+def _prefetch(builder: ir.IRBuilder, p: ir.Value, elems: int, locality: int = 3, write: bool = False) -> None:
+    """Software prefetch (read, or for a write: ``prefetchw``) of ``p + elems`` elements: to
+    all cache levels (locality 3, ``prefetcht0``) or to L2 and beyond (2, ``prefetcht1``)."""
     i8p = ir.IntType(8).as_pointer()
     fn = builder.module.declare_intrinsic(
         "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [i8p, _I32, _I32, _I32]))
     q = builder.gep(p, [ir.Constant(ir.IntType(64), elems)], inbounds=False)
-    builder.call(fn, [builder.bitcast(q, i8p), ir.Constant(_I32, 0), ir.Constant(_I32, locality),
+    builder.call(fn, [builder.bitcast(q, i8p), ir.Constant(_I32, int(write)), ir.Constant(_I32, locality),
                       ir.Constant(_I32, 1)])
 
 
@@ -1556,7 +1556,7 @@ sfence = intrinsic(_sfence_impl)
 
 
 @functools.cache
-def _make_prefetch(nbytes: int, l2_only: bool):
+def _make_prefetch(nbytes: int, l2_only: bool, write: bool = False):
     def impl(typingctx, arr, off):
         if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.layout != "C":
             raise errors.TypingError(f"prefetch: needs a 1-D C-contiguous array, got {arr}")
@@ -1569,25 +1569,28 @@ def _make_prefetch(nbytes: int, l2_only: bool):
             i8p = ir.IntType(8).as_pointer()
             base = builder.bitcast(builder.gep(a.data, [args[1]], inbounds=False), i8p)
             for k in range(0, nbytes, 64):
-                _prefetch(builder, base, k, 2 if l2_only else 3)
+                _prefetch(builder, base, k, 2 if l2_only else 3, write)
             return context.get_dummy_value()
 
         return sig, codegen
 
-    impl.__name__ = impl.__qualname__ = f"lj_prefetch_{nbytes}" + ("_l2" if l2_only else "")
+    impl.__name__ = impl.__qualname__ = (f"lj_prefetch_{nbytes}" + ("_l2" if l2_only else "")
+                                         + ("_w" if write else ""))
     impl.__module__ = __name__
     return intrinsic(impl)
 
 
-def prefetch(nbytes: int, *, l2_only: bool = False):
+def prefetch(nbytes: int, *, l2_only: bool = False, write: bool = False):
     """A (memoized) Numba intrinsic ``p(arr, off)``: software prefetch (read, all cache levels,
     or L2 and beyond with ``l2_only``) of the ``nbytes`` bytes (one per 64-byte line) from
     element ``off`` of ``arr``.
 
     A hint only: addresses outside the array are allowed (prefetches never fault), so a
-    caller may prefetch past the end of its data without a bounds check.
+    caller may prefetch past the end of its data without a bounds check. ``write``: a
+    prefetch for a write (``prefetchw``: the line fetched for ownership), for a line that
+    plain stores will write in part, so that they do not wait for its ownership read.
     """
     nbytes = int(nbytes)
     if not 64 <= nbytes <= 16384 or nbytes % 64:
         raise ValueError(f"prefetch: nbytes={nbytes} must be a multiple of 64 in 64..16384")
-    return _make_prefetch(nbytes, bool(l2_only))
+    return _make_prefetch(nbytes, bool(l2_only), bool(write))

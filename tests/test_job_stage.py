@@ -207,10 +207,23 @@ def test_job_stage_anywhere_is_exact(nt_everywhere, plans_32, monkeypatch, dims,
     k = build(s, d)
     p = k.plan
     assert p.job_shift and p.job_stage > 0, p.describe()
+    # the partial last line prefetched for the write as the job starts
+    assert "prefetch(64, write=True)" in k.source and f"(dst, jb + {p.job_stage - 1})" in k.source, k.source
     rng = np.random.default_rng(sum(dims))
     x = ref.random_raw(s.get_size() // s.dtype.size, str(s.dtype), rng)
     expect = ref.reorder(x, s, d, np.zeros(d.get_size() // d.dtype.size, d.dtype.storage)).view(np.uint8)
     ref.check_guarded_runs(k, x, expect, [0, d.dtype.size, 64 - d.dtype.size])
+
+
+def test_job_stage_last_line_prefetch_switch(nt_everywhere, plans_32, monkeypatch):
+    from layoutjit import codegen
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "nt_split_min_bytes", lambda tile: 0)
+    monkeypatch.setattr(codegen, "JOB_STAGE_LAST_LINE_PREFETCH", False)
+    s, d = M((64, 60, 55), "f32", "nCw16c"), M((64, 60, 55), "f32", "ncw")
+    k = build(s, d)
+    assert k.plan.job_shift and "write=True" not in k.source, k.source
+    ref.check_exact_at_offsets(k, seed=5)
 
 
 def test_staged_jobs_prefetch_their_rows(plans_32, monkeypatch):

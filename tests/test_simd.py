@@ -978,3 +978,24 @@ def test_widening_odd_whole_block_tiles_store_row_by_row():
     cases = [Case(5, 32, "s8", "f32", rc=True), Case(7, 32, "u8", "f32", rc=True),
              Case(6, 16, "s8", "s32", rc=True), Case(5, 32, "s8", "f32", Rv=3, Vv=29, rc=True)]
     check_group(cases)
+
+
+def test_write_prefetch_is_a_hint():
+    """``simd.prefetch(write=True)`` (``prefetchw``) compiles, changes nothing and never
+    faults, past the end of the array included."""
+    import numba as nb_
+
+    from layoutjit.simd import prefetch
+
+    pw = prefetch(64, write=True)
+    assert pw is prefetch(64, write=True) and pw is not prefetch(64)
+
+    @nb_.njit
+    def touch(a):
+        for i in range(0, a.size + 1024, 16):
+            pw(a, i)
+        return a.sum()
+
+    a = np.arange(100, dtype=np.float32)
+    assert touch(a) == np.arange(100, dtype=np.float32).sum()
+    assert "prefetch" in touch.inspect_asm(touch.signatures[0])  # (prefetchw where the CPU has it)
