@@ -4798,6 +4798,7 @@ def _long_rows_shift(ir: LoopIR, tile: TileSpec, traffic: int) -> bool:
     row = ir.nodes[tile.a].extent * dsz
     return row >= (SHIFT_LONG_ROW_NARROW_BYTES if dsz < ssz else SHIFT_LONG_ROW_BYTES) and _shift_possible(ir, tile)
 
+
 def _few_wide_rows(ir: LoopIR, tile: TileSpec) -> bool:
     """Whether a transpose reads source rows of at most ``SHIFT_FEW_ROWS_BYTES`` of 4-byte
     elements, the same type on both sides (f32 `nhwc -> nchw` with C of 2 to 4): its
