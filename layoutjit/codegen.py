@@ -338,8 +338,7 @@ class KernelWriter:
                  "from layoutjit.runtime import opaque, ptr_from_int"]
         head += list(self.ep.imports)
         if self.tiles or self.uses_nt:
-            kinds = sorted({{"cols": "tile_cols", "rows": "tile_rows", "prefetchw": "prefetch"}.get(k[0], k[0])
-                            for k in self.tiles}
+            kinds = sorted({{"cols": "tile_cols", "rows": "tile_rows"}.get(k[0], k[0]) for k in self.tiles}
                            | ({"sfence"} if self.uses_nt else set()))
             head.append(f"from layoutjit.simd import {', '.join(kinds)}")
         for spec, name in self.tiles.items():
@@ -347,9 +346,8 @@ class KernelWriter:
                 _, V, sdt, ddt = spec
                 head.append(f"{name} = tile_shift({sdt!r}, {ddt!r}, V={V})")
             elif spec[0] == "prefetch":
-                head.append(f"{name} = prefetch({spec[1]}" + (", l2_only=True)" if spec[2] else ")"))
-            elif spec[0] == "prefetchw":
-                head.append(f"{name} = prefetch(64, write=True)")
+                head.append(f"{name} = prefetch({spec[1]}" + (", l2_only=True" if spec[2] else "")
+                            + (", write=True)" if spec[3] else ")"))
             elif spec[0] in ("cols", "rows"):
                 _, R, V, Rv, Vv, nt, sdt, ddt, post = spec
                 fn = {"cols": "tile_cols", "rows": "tile_rows"}[spec[0]]
@@ -961,7 +959,7 @@ class KernelWriter:
             w.put(depth, f"sh = jb % {q}")
             if JOB_STAGE_LAST_LINE_PREFETCH:
                 # the partial last line, which plain stores write after the stage is filled
-                w.put(depth, f"{self._micro(('prefetchw',))}(dst, jb + {span - 1})")
+                w.put(depth, f"{self._micro(('prefetch', 64, False, True))}(dst, jb + {span - 1})")
         self.chunk_var = None
         first = len(w.lines)
         self._job_src = offs[1]  # (Plan.job_prefetch: the tiles prefetch from this job's block on)
@@ -1157,6 +1155,8 @@ class KernelWriter:
         The data types default to the kernel's (src -> dst conversion in registers).
         ``dense``: a tile whose source rows are one run (``simd.tile(src_dense=True)``).
         """
+        if key[0] == "prefetch" and len(key) == 3:
+            key = key + (False,)  # ("prefetch", nbytes, l2_only, write): a read prefetch
         if key[0] == "gather" and len(key) == 5:
             key = key + (key[2], False)  # ("gather", R, V, Rv, nt, Vv, dense): whole rows
         if key[0] == "gather" and len(key) == 7:
