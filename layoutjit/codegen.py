@@ -271,6 +271,9 @@ class KernelWriter:
         self.src_stage_used = False  # some period lines read through the source stage
         self._job_src: str | None = None  # the source base of the staged job being emitted
         self._job_shift = 0  # elements past a line at which the job being emitted starts (job_shifts)
+        # the job being emitted starts off the lines and realigns its tiles (Plan.job_stream_shift)
+        self._stream_shift = False
+        self.stream_shift_used = False  # some job realigns through ``jcarry``
         self.outer_vars: dict[int, str] = {}  # outer node -> its index variable (_outer_offsets)
         t = plan.tile
         # staged transposes from a source padding B's dim: (block node, last block, its columns)
@@ -345,6 +348,10 @@ class KernelWriter:
             if spec[0] == "tile_shift":
                 _, V, sdt, ddt = spec
                 head.append(f"{name} = tile_shift({sdt!r}, {ddt!r}, V={V})")
+            elif spec[0] == "tile_stream_shift":
+                _, R, V, hd, sdt, ddt = spec
+                head.append(f"{name} = tile_stream_shift({R}, {V}, {sdt!r}, {ddt!r}, "
+                            + ("head=True, " if hd else "") + f"vbytes={p.vector_bytes})")
             elif spec[0] == "prefetch":
                 head.append(f"{name} = prefetch({spec[1]}" + (", l2_only=True" if spec[2] else "")
                             + (", write=True)" if spec[3] else ")"))
@@ -447,6 +454,9 @@ class KernelWriter:
             w.lines.insert(buf_at, "    " * depth + f"ssto = ((-sstage.ctypes.data) & 63) // {self.ops[1].dtype.size}")
             w.lines.insert(buf_at, "    " * depth + f"sstage = np.empty({self.src_stage_elems}, "
                            f"np.{numba_type(self.ops[1].dtype)})")
+        if self.stream_shift_used:
+            w.lines.insert(buf_at, "    " * depth + f"jcarry = np.empty({64 // self.ops[0].dtype.size}, "
+                           f"np.{numba_type(self.ops[0].dtype)})")
         if self.plan.job_stage:
             extra = max(1, 64 // self.ops[0].dtype.size) if self.plan.job_shift else 0
             w.lines.insert(buf_at, "    " * depth + f"jstage = np.empty({self.plan.job_stage + extra}, "
@@ -891,7 +901,10 @@ class KernelWriter:
                 self._job_body(depth + 1, k, vars_, order, npar, macro_job, offs, state, terms, entered, True)
             self._job_shift = 0
             self.w.put(depth, "else:")
+            # (Plan.job_stream_shift: whole-block tiles realign onto the lines, NT stores)
+            self._stream_shift = self.plan.job_stream_shift and self.ep.direct and not self.ep.vector_ops
             self._job_body(depth + 1, k, vars_, order, npar, macro_job, offs, state, terms, entered, False)
+            self._stream_shift = False
             return
         if k == len(par_nodes):
             self._job_body(depth, k, vars_, order, npar, macro_job, offs, state, terms, entered, nt)
@@ -1172,7 +1185,7 @@ class KernelWriter:
             key = key[:3] + (0, 0) + key[5:]  # all-zero tile: no reads
         if key not in self.tiles:
             self.tiles[key] = f"T{len(self.tiles)}"
-        if key[0] in ("tile", "cols", "rows") and key[5] or key[0] == "tile_shift":
+        if key[0] in ("tile", "cols", "rows") and key[5] or key[0] in ("tile_shift", "tile_stream_shift"):
             self.uses_nt = True
         if key[0] == "gather" and key[4]:
             self.uses_nt = True
@@ -1308,6 +1321,25 @@ class KernelWriter:
                 # place of 32-byte masked loads (or split loads of 1- and 2-byte elements)
                 over = (SRC_OVER and Vv & (Vv - 1) > 0 and run[-1][0] + _pow2(V) <= rdB
                         and (_pow2(V) * ssz >= SRC_OVER_MIN_BYTES or ssz < 4))
+                if (self._stream_shift and run is bruns[0] and len(run) > 1 and Vv == V == t.V
+                        and len(gr) == 1 and gr[0][1] == gr[0][2] == A.extent and stage is None):
+                    # Plan.job_stream_shift: the run's tiles realign through the carry (the
+                    # first one stores its first line's part plainly), then the carry's last
+                    # elements go out plainly before the next run
+                    a0, R, Rv = gr[0]
+                    end = run[-1][0] + t.V
+                    emit_tile(dep, "", a0, R, Rv, str(c_first), V, Vv, gr, base, stage, stream="head")
+                    cv = self.w.var("c")
+                    self.w.put(dep, f"for {cv} in range({c_first + t.V}, {end}, {t.V}):")
+                    emit_tile(dep + 1, "", a0, R, Rv, cv, V, Vv, gr, base, stage, stream="body")
+                    aexpr = f"{base} + 0" if base != "0" else str(a0)
+                    dend = f"{offs[0]} + ({aexpr}) * {A.strides[0]} + ({end}) * {dB}"
+                    dsz = self.ops[0].dtype.size
+                    mv, ev = self.w.var("m"), self.w.var("e")
+                    self.w.put(dep, f"{mv} = ((dst.ctypes.data + ({dend}) * {dsz}) & 63) // {dsz}")
+                    self.w.put(dep, f"for {ev} in range({mv}):")
+                    self.w.put(dep + 1, f"dst[{dend} - {mv} + {ev}] = jcarry[{64 // dsz} - {mv} + {ev}]")
+                    continue
                 if len(run) > 1:
                     cv = self.w.var("c")
                     self.w.put(dep, f"for {cv} in range({c_first}, {run[-1][0] + t.V}, {t.V}):")
@@ -1333,8 +1365,9 @@ class KernelWriter:
                     emit_tile(dep3, av, a0, R, Rv, cexpr, V, Vv, gr, base, stage, over)
 
         def emit_tile(dep3: int, av: str, a0: int, R: int, Rv: int, cexpr: str, V: int, Vv: int,
-                      gr: list, base: str, stage: str | None, over: bool = False) -> None:
-            """One register tile of a macro tile: rows ``a0`` (+ ``av``), columns ``cexpr``."""
+                      gr: list, base: str, stage: str | None, over: bool = False, stream: str = "") -> None:
+            """One register tile of a macro tile: rows ``a0`` (+ ``av``), columns ``cexpr``;
+            ``stream``: "head" or "body", a call of ``simd.tile_stream_shift`` (job_stream_shift)."""
             aexpr = f"{base} + {a0 - gr[0][0]}" if base != "0" else str(a0)
             if av:
                 aexpr = f"{aexpr} + {av}"
@@ -1381,6 +1414,11 @@ class KernelWriter:
                 ps = self._stage_pitch()
                 self._emit_transpose(dep3, so, f"sto + ({aexpr}) - {stage} + ({cexpr}) * {ps}", sA,
                                      ps, R, V, Rv, Vv, A, B, False, xo, target="stage")
+                return
+            if stream:
+                fn = self._micro(("tile_stream_shift", R, V, stream == "head"))
+                self.stream_shift_used = True
+                self.w.put(dep3, f"{fn}(src, {so}, {sA}, dst, {do}, jcarry)")
                 return
             self._emit_transpose(dep3, so, do, sA, dB, R, V, Rv, Vv, A, B, nt, xo, rows=rows, over=over)
 

@@ -736,6 +736,9 @@ class Plan:
     # job_align with line_phases: the offsets (elements past a line) at which a job starts
     # and still takes phased NT calls (job_shifts())
     job_shifts: tuple[int, ...] = (0,)
+    # job_align with tiles that write whole blocks: the jobs off the lines realign their
+    # tiles' runs onto whole NT lines through a one-line carry (job_stream_shift())
+    job_stream_shift: bool = False
     # plain or NT stores chosen at run time by timing (store_choice.py); a shifted plan's
     # "NT" is its realigned lines, its "plain" the tiles straight into the rows (SHIFT_TUNE_ROWS)
     nt_tune: bool = False
@@ -3336,6 +3339,10 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
             notes.append("destination lines start on 64-byte boundaries in some jobs only: each job "
                          "checks its offset at run time (non-temporal stores where it does)")
     job_align = job_align and nt
+    stream_shift = bool(job_align and tile is not None and job_stream_shift(ir, tile, parallel))
+    if stream_shift:
+        notes.append("jobs off the lines realign each tile's run of whole blocks through a one-line "
+                     "carry: whole aligned non-temporal lines, the job's partial first and last line plain")
     # (streams have no timed band: their own split threshold, stream_split_min_bytes)
     nt_split = not nt or tile is None or traffic >= split_min_bytes(ir, tile)
     # between the NT thresholds at one thread and split between threads, the store kind
@@ -3388,6 +3395,7 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
     return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes), chunk, nt_split=nt_split,
                 nt_tune=nt_tune, nt_tune_one=tune_one, prefetch=prefetch, line_phases=phases,
                 cols_stage=staged_cols, job_align=job_align, job_shifts=shifts, row_stage=stage,
+                job_stream_shift=stream_shift and not stage,
                 lines_panel=lpanel,
                 lines_passes=passes, lines_pass_streams=LINES_PASS_STREAMS if passes else 0)
 
@@ -5275,6 +5283,41 @@ def line_phases(ir: LoopIR, tile: TileSpec) -> int:
                                 and any(n.dim is not None and ir.dims[n.dim].guarded for n in (a, b, run)))):
         return 0
     return q // g
+
+
+#: Jobs off the lines realign whole-block tiles (job_stream_shift; 0: plain stores there).
+JOB_STREAM_SHIFT = os.environ.get("LAYOUTJIT_JOB_STREAM_SHIFT", "1") != "0"
+
+
+def job_stream_shift(ir: LoopIR, tile: TileSpec, parallel: int) -> bool:
+    """Whether the jobs of a ``Plan.job_align`` plan that start off the lines realign their
+    tiles onto whole non-temporal lines (``Plan.job_stream_shift``, ``simd.tile_stream_shift``)
+    rather than store plainly.
+
+    `nchw -> nChw8c` f32 with 27x27 planes: a job (8 c of one image) writes one run of
+    729 x 32 B, every other job half a line off. Those took plain stores, each line read
+    before it is written. Each tile's run (16 pixels: 512 B) now joins the last line of the
+    previous tile's (a carry of one line), stored as whole aligned NT lines; the job's
+    partial first and last line stay plain. Needs a transpose tile that writes whole
+    blocks (rows of R = A's extent, one after another: B's destination stride R), one
+    macro tile per job, no padding, a whole number of lines per tile and two tiles or more
+    per job.
+    """
+    if not JOB_STREAM_SHIFT or tile.kind != "transpose" or not tile.rows_contiguous or tile.b is None:
+        return False
+    if tile.a2 is not None or tile.c is not None or tile.skew or tile.M != 1 or len(ir.operands) != 2:
+        return False
+    if _padded(ir) or any(_guarded(ir, n) for n in ir.nodes):
+        return False
+    s, d = ir.operands[1].dtype, ir.operands[0].dtype
+    from . import simd
+    if not simd.tile_stream_shift_supported(s, d):
+        return False
+    a, b = ir.nodes[tile.a], ir.nodes[tile.b]
+    q = 64 // d.size
+    return (a.extent == tile.R and a.strides[0] == 1 and b.strides[0] == tile.R
+            and (tile.R * tile.V) % q == 0 and b.extent >= 2 * tile.V
+            and parallel == len(outer_nodes(ir, tile)))
 
 
 #: Phased jobs (job_shifts) that start off the lines take their own NT calls, up to this

@@ -79,7 +79,7 @@ from .dtypes import DataType, as_dtype
 
 __all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "ISA_VECTOR_BYTES", "isa_vector_bytes",
            "tile", "tile_cols", "tile_rows", "tile_shift",
-           "tile_shift_supported",
+           "tile_shift_supported", "tile_stream_shift", "tile_stream_shift_supported",
            "gather", "sfence", "supports",
            "MAX_TILE"]
 
@@ -1064,6 +1064,125 @@ def tile_shift(dt, dst_dt=None, *, V: int | None = None):
     if not 1 <= V <= MAX_TILE:
         raise ValueError(f"tile_shift: V must be in 1..{MAX_TILE}, got {V}")
     return _make_tile_shift(str.__str__(as_dtype(dt)), str.__str__(d), R, V)
+
+
+def _emit_tile_stream_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
+                            cptr: ir.Value, *, R: int, V: int, s: DataType, d: DataType, head: bool,
+                            vbytes: int) -> None:
+    """An R x V tile whose destination is one run of R*V elements (rows of R, ``dstride ==
+    R``: a tile that writes whole blocks) starting ``mis`` elements past a 64-byte line,
+    written as whole aligned non-temporal lines through a carry of one line.
+
+    The run's k-th line of elements N_k (destination ``doff + k*q``) joins the previous
+    one, C: ``C[q-mis:] ++ N_k[:q-mis]`` is stored at ``doff - mis + k*q`` (aligned), and
+    N_k becomes the carry, kept at ``carry[0:q]`` between calls. ``head``: the first call
+    of a run: its first line's elements go out by a masked plain store at ``doff`` (what
+    lies before them belongs to someone else); the caller writes the last call's carry's
+    last ``mis`` elements, and whatever follows, plainly.
+    """
+    dsz = d.size
+    q = 64 // dsz
+    i64 = soff.type
+    gather, converted = _tile_regs(builder, sptr, soff, sstride, R=R, V=V, s=s, d=d, Rv=R, Vv=V,
+                                   vbytes=vbytes)
+    P = _pow2ceil(V)
+    ity = ir.IntType(8 * dsz)
+    vty = ir.VectorType(ity, q)
+    md = builder.module.add_metadata([ir.Constant(_I32, 1)])
+    cp = builder.bitcast(cptr, vty.as_pointer())
+    carry = builder.load(cp, align=dsz)
+    rp = builder.gep(dptr, [doff], inbounds=True)
+    mis = builder.and_(builder.lshr(builder.ptrtoint(rp, i64), ir.Constant(i64, _log2(dsz))),
+                       ir.Constant(i64, q - 1))
+    base = builder.sub(doff, mis)
+    iota = ir.Constant(vty, list(range(q)))
+    h = builder.trunc(builder.sub(ir.Constant(i64, q), mis), ity)
+    perm = None
+    if vbytes == 64:
+        name = {4: "llvm.x86.avx512.vpermi2var.d.512", 2: "llvm.x86.avx512.vpermi2var.hi.512",
+                1: "llvm.x86.avx512.vpermi2var.qi.512" if "avx512vbmi" in _cv.target_features() else None
+                }[dsz]
+        if name is not None:
+            perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty, vty, vty]), name)
+    for k in range(R * V // q):
+        want = [(j % R) * P + j // R for j in range(k * q, (k + 1) * q)]
+        n = gather(want)
+        if not converted:
+            n = _convert(builder, s, d, n)
+        nv = builder.bitcast(n.val, vty)
+        if k == 0 and head:
+            mty = ir.VectorType(ir.IntType(1), q)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), _I32, mty]),
+                f"llvm.masked.store.{_cv._mangle(vty)}.p0")
+            mask = builder.icmp_unsigned("<", iota, _splat(builder, h, q))
+            builder.call(fn, [nv, builder.bitcast(rp, vty.as_pointer()), ir.Constant(_I32, dsz), mask])
+        else:
+            if perm is not None:
+                line = builder.call(perm, [carry, builder.add(_splat(builder, h, q), iota), nv])
+            else:
+                line = _realign_switch(builder, carry, nv, mis)
+            lp = builder.gep(dptr, [builder.add(base, ir.Constant(i64, k * q))], inbounds=True)
+            st = builder.store(line, builder.bitcast(lp, vty.as_pointer()), align=64)
+            st.set_metadata("nontemporal", md)
+        carry = nv
+    builder.store(carry, cp, align=dsz)
+
+
+@functools.cache
+def _make_tile_stream_shift(sname: str, dname: str, R: int, V: int, head: bool, vbytes: int):
+    s, d = as_dtype(sname), as_dtype(dname)
+
+    def impl(typingctx, src, soff, sstride, dst, doff, carry):
+        _expect_array(src, s, "src", "tile_stream_shift")
+        _expect_array(dst, d, "dst", "tile_stream_shift")
+        _expect_array(carry, d, "carry", "tile_stream_shift")
+        for t in (soff, sstride, doff):
+            if not isinstance(t, types.Integer):
+                raise errors.TypingError(f"tile_stream_shift: offsets and strides must be integers, got {t}")
+        i64 = types.int64
+        sig = types.void(src, i64, i64, dst, i64, carry)
+
+        def codegen(context, builder, sig, args):
+            sa = context.make_array(sig.args[0])(context, builder, args[0])
+            da = context.make_array(sig.args[3])(context, builder, args[3])
+            ca = context.make_array(sig.args[5])(context, builder, args[5])
+            _emit_tile_stream_shift(builder, sa.data, args[1], args[2], da.data, args[4], ca.data,
+                                    R=R, V=V, s=s, d=d, head=head, vbytes=vbytes)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    impl.__name__ = impl.__qualname__ = (f"lj_tile_stream_shift_{sname}_{dname}_{R}x{V}"
+                                         + ("_head" if head else "") + f"_{vbytes}")
+    impl.__module__ = __name__
+    return intrinsic(impl)
+
+
+def tile_stream_shift_supported(src_dt, dst_dt) -> bool:
+    """Whether :func:`tile_stream_shift` exists for these storage types on this CPU: AVX-512 or
+    AVX2 and a destination of 1, 2 or 4 bytes."""
+    d = as_dtype(dst_dt)
+    return bool(_cv._is_x86() and supports(src_dt, d) and ISA_VECTOR_BYTES in (32, 64) and d.size in (1, 2, 4))
+
+
+def tile_stream_shift(R: int, V: int, src_dt, dst_dt, *, head: bool = False, vbytes: int = HOST_VECTOR_BYTES):
+    """A (memoized) intrinsic ``t(src, soff, sstride, dst, doff, carry)``: an R x V transpose
+    whose V destination rows of R elements are one run (``dstride == R``, as ``tile(...,
+    rows_contiguous=True)``) that starts anywhere in a 64-byte line, written as whole aligned
+    non-temporal lines through a one-line carry (``carry``: an array of at least 64 bytes of
+    the destination type); see :func:`_emit_tile_stream_shift`. Successive calls must write
+    successive runs. ``head=True``: the first call of such a sequence (its first line's
+    elements stored plainly, masked). Needs ``R*V*dst_size`` a multiple of 64, the
+    destination aligned to its element size, and :func:`tile_shift_supported`."""
+    s, d = as_dtype(src_dt), as_dtype(dst_dt)
+    if not tile_stream_shift_supported(s, d):
+        raise ValueError(f"tile_stream_shift: needs AVX2 or AVX-512 and a 1-, 2- or 4-byte "
+                         f"destination, got {s} -> {d}")
+    R, V, _rv, _vv, _post = _tile_args("tile_stream_shift", R, V, None, None, vbytes, (), d)
+    if (R * V * d.size) % 64:
+        raise ValueError(f"tile_stream_shift: R*V*dst_size ({R * V * d.size} bytes) must be a multiple of 64")
+    return _make_tile_stream_shift(str.__str__(s), str.__str__(d), R, V, bool(head), int(vbytes))
 
 
 def _expect_array(ty, dt: DataType, what: str, who: str = "tile"):
