@@ -3214,7 +3214,7 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
                      f"instead: {pb} blocks of {tile.V} rows per job, filled a strip of {tile.R} "
                      f"source rows at a time, written out as whole lines")
         return _staged_plan(ir, tile, vb, moved, notes, panel=True, panel_blocks=pb)
-    half = bool(nt and tile is not None and HALF_LINE_TILES and _half_line_tiles(ir, tile))
+    half = bool(nt and tile is not None and HALF_LINE_TILES and _half_line_tiles(ir, tile, vb))
     if half:
         assert tile is not None
         tile = _with_half_lines(ir, tile)
@@ -4215,9 +4215,12 @@ SHIFT_TUNE_BAND = os.environ.get("LAYOUTJIT_SHIFT_TUNE_BAND", "1") != "0"
 HALF_LINE_TILES = True
 HALF_LINE_MIN_ROW = 256
 HALF_LINE_MAX_ROW = 4096
+#: ... and with 64-byte vectors, for narrowing conversions, under this many bytes
+#: (``LAYOUTJIT_HALF_LINE_MAX_ROW_WIDE``; see _half_line_tiles).
+HALF_LINE_MAX_ROW_WIDE = int(os.environ.get("LAYOUTJIT_HALF_LINE_MAX_ROW_WIDE", 448))
 
 
-def _half_line_tiles(ir: LoopIR, tile: TileSpec) -> bool:
+def _half_line_tiles(ir: LoopIR, tile: TileSpec, vbytes: int = 32) -> bool:
     """Whether a transpose with NT stores should read half a line of each source row.
 
     When the tile's source rows follow one another (source stride of A == B's extent)
@@ -4228,13 +4231,39 @@ def _half_line_tiles(ir: LoopIR, tile: TileSpec) -> bool:
     51-205 MB; 2 threads 0.7-0.9x vs 1.0-1.1x; f32 -> bf16 1.66x -> 1.20x; C=64
     1.59x -> 1.34x). Longer rows (nchw -> nhwc: planes of 12 KB; ab -> ba) measured
     0-6% slower with them, rows of one block (nChw16c -> nchw: 64 B) 15% slower.
+
+    With 64-byte vectors only where the groups of rows of 4-byte elements
+    (``_with_prefetch_groups``: 64 rows) divide A evenly, and for narrowing conversions only in rows under
+    ``HALF_LINE_MAX_ROW_WIDE``. A/B on Zen 4 (AVX-512), ratio to copy at 1 thread (2
+    threads), half -> whole lines: A of 96 (a group of 64 rows and one of 32) lost with
+    half lines (`ncdhw -> ndhwc` 2048x96x3x5x5 1.09 -> 0.87, 1598x96x3x5x5 1.24 -> 0.93
+    (1.24 -> 0.99), `nchw -> nhwc` 2048x96x9x9 1.06 -> 0.87 (0.83 -> 0.74), `ncw -> nwc`
+    975x96x99 1.19 -> 0.99, 331x96x300 1.05 -> 0.81; A of 80 even); f32 -> bf16 rows of 484
+    B and up gained (`nchw -> nhwc` 256x384x13x13 1.30 -> 1.08 (0.91 -> 0.83), 215x256x15x15
+    1.38 -> 1.23, 1084x64x11x11 1.24 -> 0.98, 77x512x15x15 1.34 -> 1.10 (but 0.98 -> 1.29);
+    `nhwc -> nchw` 32x256x56x56 1.13 -> 0.94 (1.02 -> 0.87)). Other rows went both ways:
+    short ones lost (`nhwc -> nchw` C = 64 0.75 -> 1.01, C = 96 0.92 -> 1.06; `ab -> ba`
+    500000x64 0.81 -> 1.03, 131072x128 0.84 -> 1.11), some long ones gained (`ab -> ba`
+    12000x1000 0.85 -> 0.73, `ohwi -> iohw` 65536x512x1x1 0.76 -> 0.65) and others lost
+    (`ohwi -> hwio` 32768x104x3x3 0.71 -> 0.79): they keep half lines. So do 1-byte sources
+    whose 256-row groups leave a remainder (s8 -> f32 `nhwc -> nchw` 32x512x56x112, 6272
+    rows, lost: 0.88 -> 1.09).
     """
     if not _two_node_transpose(ir, tile) or tile.b is None:
         return False
     a, b = ir.nodes[tile.a], ir.nodes[tile.b]
     ssz = ir.operands[1].dtype.size
-    return (_rows_follow(a, b) and tile.V * ssz == 64
-            and tile.V % 2 == 0 and HALF_LINE_MIN_ROW <= b.extent * ssz < HALF_LINE_MAX_ROW)
+    row = b.extent * ssz
+    if not (_rows_follow(a, b) and tile.V * ssz == 64 and tile.V % 2 == 0
+            and HALF_LINE_MIN_ROW <= row < HALF_LINE_MAX_ROW):
+        return False
+    if vbytes < 64:
+        return True
+    g = _with_prefetch_groups(ir, _with_half_lines(ir, tile), vbytes)
+    rows = g.R * g.M
+    narrowing = ir.operands[0].dtype.size < ssz
+    even = a.extent <= rows or a.extent % rows == 0 or ssz < 4
+    return (row < HALF_LINE_MAX_ROW_WIDE or not narrowing) and even
 
 
 def _with_half_lines(ir: LoopIR, tile: TileSpec) -> TileSpec:

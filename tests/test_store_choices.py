@@ -421,7 +421,8 @@ def test_one_byte_tiles_take_a_whole_line_into_far_rows(dims, stag, dtag, dt, R)
 
 @pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, half", [
     ((2, 160, 8, 8), "nhwc", "nchw", "f32", "f32", True),    # rows of 640 B follow each other
-    ((2, 150, 8, 8), "nhwc", "nchw", "f32", "bf16", True),   # conversion, a tail of 6 columns
+    ((2, 100, 8, 8), "nhwc", "nchw", "f32", "bf16", True),   # conversion, a tail of 4 columns
+    ((2, 150, 8, 8), "nhwc", "nchw", "f32", "bf16", False),  # narrowing rows of 600 B: full lines
     ((2, 48, 8, 8), "nhwc", "nchw", "f32", "f32", False),    # rows of 192 B: full lines
     ((1, 24, 40, 40), "nchw", "nhwc", "f32", "f32", False),  # rows of 6.4 KB: full lines
 ])
@@ -445,7 +446,7 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
 @pytest.mark.parametrize("dims, stag, dtag, sdt, ddt, m", [
     # m: tiles a group, or (with 64-byte vectors, with 32-byte ones: 4-byte tiles that read
     # half lines take 64-row groups, PREFETCH_GROUP_ROWS)
-    ((2, 208, 8, 8), "nchw", "nhwc", "f32", "f32", 4),     # rows of 256 B: 16x8 tiles, 64 rows a group
+    ((2, 192, 8, 8), "nchw", "nhwc", "f32", "f32", 4),     # rows of 256 B: 16x8 tiles, 64 rows a group
     ((2, 208, 7, 7), "nchw", "nhwc", "f32", "f32", (2, 4)),  # 49 columns (a tail of 1), A has a tail
     ((2, 224, 7, 7), "nchw", "nhwc", "f32", "bf16", (1, 2)),  # conversion: 32-row tiles, one a group
     ((2, 256, 16, 16), "nhwc", "nchw", "s8", "s8", (4, 2)),  # 8-bit tiles keep their steps (not 1);
