@@ -784,6 +784,19 @@ class Plan:
         return ahead if _narrowing_float(self.ir) else 0
 
     @property
+    def shift_edges(self) -> bool:
+        """Shifted plans whose destination rows follow one another (B's destination stride
+        is A's extent: `nchw -> nhwc`, `ab -> ba`): the line where one row ends and the next
+        begins is staged (``edge``) and written as one NT line, except at a job's ends
+        (``SHIFT_EDGES``; see codegen ``_render_shifted``)."""
+        t = self.tile
+        if not (SHIFT_EDGES and self.shifted and t is not None and t.b is not None):
+            return False
+        a, b = self.ir.nodes[t.a], self.ir.nodes[t.b]
+        return (a.strides[0] == 1 and b.strides[0] == a.extent
+                and self.ir.operands[0].dtype.size <= SHIFT_EDGES_MAX_ELEM)
+
+    @property
     def shift_panel(self) -> int:
         """Shifted plans: B blocks per panel -- whole rows where the per-row carry (one line
         per destination row of the panel) fits ``SHIFT_CARRY_BYTES``, else equal panels.
@@ -1016,6 +1029,8 @@ class Plan:
                          "between row groups) so that all but a row's first and last line are written as "
                          f"whole aligned non-temporal lines; {self.shift_panel * (t.V if t else 0)} rows per panel, "
                          f"source rows in groups of {shift_rows(self.ir, t) if t else 0}"
+                         + ("; the line where one row ends and the next begins is staged and written "
+                            "whole (edges)" if self.shift_edges else "")
                          + ("; or plain tiles straight into the rows, chosen at run time: the first calls at "
                             "each thread count, one included, time both and keep the faster" if self.nt_tune else ""))
         elif self.panel:
@@ -4551,6 +4566,27 @@ def shift_prefetch(ir: LoopIR, tile: TileSpec) -> bool:
     row = b.extent * ir.operands[1].dtype.size
     return (_rows_follow(a, b) and b.extent > tile.V and row < PREFETCH_MAX_ROW
             and shift_rows(ir, tile) * row <= PREFETCH_MAX_BLOCK)
+
+
+#: Shifted plans stage the line two destination rows share (``Plan.shift_edges``). A row
+#: off the lines starts and ends in partial lines, stored plainly: each line read before
+#: it is written, from memory. Where the rows follow one another, the end of one row and
+#: the start of the next are one line, filled in the stage across the first and the last
+#: row group and written once as a whole NT line; only a job's first and last line stay
+#: plain. f32 -> bf16 `nchw -> nhwc` 256x200x13x13 (rows of 400 B, 6.25 lines): of 1056
+#: lines an image, 338 were plain; without them (a probe that skipped them) 1.66 -> 1.04x
+#: copy at 1 thread. A/B on Zen 4 (AVX-512), ratio to copy at 1 thread (2 threads), plain
+#: partial lines -> staged edges: bf16 `nChw16c -> nchw` 75x300x27x27 1.59 (1.16) -> 1.27
+#: (0.96), s8 `nhwc -> nchw` 56x768x28x28 1.55 (1.12) -> 1.39 (1.06), s8 `nCdhw16c ->
+#: ncdhw` 34x500x3x27x27 1.70 (1.26) -> 1.41 (1.18), s8 `gOidhw16o -> abdfce`
+#: 1024x64x25x1x56x1 1.25 (1.30) -> 0.98 (1.09), bf16 `ab -> ba` 6000x6000 0.94 -> 0.80.
+#: 4-byte rows (a line holds 16 elements: fewer of a row's lines are partial) went both ways
+#: over two runs (`nhwc -> nchw` 64x1024x14x14 1.42-1.68 -> 1.23-1.53, `ncw -> nwc`
+#: 256x200x128 1.15 (1.38) -> 1.10 (1.50), `nCw8c -> ncw` 29x500x500 1.30 (1.05) -> 1.09
+#: (1.04) and 1.35 (1.01) -> 1.30 (1.20)): destination elements of up to
+#: ``SHIFT_EDGES_MAX_ELEM`` bytes only.
+SHIFT_EDGES = os.environ.get("LAYOUTJIT_SHIFT_EDGES", "1") != "0"
+SHIFT_EDGES_MAX_ELEM = 2
 
 
 #: Largest stage of a wide panel (``wide_panel``); 0 turns wide panels off.

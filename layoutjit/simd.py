@@ -80,6 +80,7 @@ from .dtypes import DataType, as_dtype
 __all__ = ["HOST_VECTOR_BYTES", "host_vector_bytes", "ISA_VECTOR_BYTES", "isa_vector_bytes",
            "tile", "tile_cols", "tile_rows", "tile_shift",
            "tile_shift_supported", "tile_stream_shift", "tile_stream_shift_supported",
+           "copy_prefix", "copy_prefix_native",
            "gather", "sfence", "supports",
            "MAX_TILE"]
 
@@ -1697,6 +1698,65 @@ def _make_prefetch(nbytes: int, l2_only: bool, write: bool = False):
                                          + ("_w" if write else ""))
     impl.__module__ = __name__
     return intrinsic(impl)
+
+
+@functools.cache
+def _make_copy_prefix(dname: str, q: int):
+    d = as_dtype(dname)
+
+    def impl(typingctx, src, soff, dst, doff, n):
+        _expect_array(src, d, "src", "copy_prefix")
+        _expect_array(dst, d, "dst", "copy_prefix")
+        for t in (soff, doff, n):
+            if not isinstance(t, types.Integer):
+                raise errors.TypingError(f"copy_prefix: offsets and counts must be integers, got {t}")
+        i64 = types.int64
+        sig = types.void(src, i64, dst, i64, i64)
+
+        def codegen(context, builder, sig, args):
+            sa = context.make_array(sig.args[0])(context, builder, args[0])
+            da = context.make_array(sig.args[2])(context, builder, args[2])
+            ity = ir.IntType(8 * d.size)
+            vty = ir.VectorType(ity, q)
+            sp = builder.gep(sa.data, [args[1]], inbounds=True)
+            v = builder.load(builder.bitcast(sp, vty.as_pointer()), align=d.size)
+            dp = builder.gep(da.data, [args[3]], inbounds=True)
+            mty = ir.VectorType(ir.IntType(1), q)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), _I32, mty]),
+                f"llvm.masked.store.{_cv._mangle(vty)}.p0")
+            cnt = builder.select(builder.icmp_signed("<", args[4], ir.Constant(args[4].type, 0)),
+                                 ir.Constant(args[4].type, 0), args[4])
+            n = builder.trunc(cnt, ity) if ity.width < 64 else cnt
+            # (signed: n <= 0 writes nothing)
+            mask = builder.icmp_signed("<", ir.Constant(vty, list(range(q))), _splat(builder, n, q))
+            builder.call(fn, [v, builder.bitcast(dp, vty.as_pointer()), ir.Constant(_I32, d.size), mask])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    impl.__name__ = impl.__qualname__ = f"lj_copy_prefix_{dname}_{q}"
+    impl.__module__ = __name__
+    return intrinsic(impl)
+
+
+def copy_prefix_native(dt) -> bool:
+    """Whether :func:`copy_prefix` is one masked store on this CPU (AVX-512BW; AVX-512F for
+    4- and 8-byte elements); elsewhere LLVM expands it lane by lane."""
+    f = _cv.target_features() if _cv._is_x86() else frozenset()
+    return "avx512bw" in f or (as_dtype(dt).size >= 4 and "avx512f" in f)
+
+
+def copy_prefix(dt, q: int | None = None):
+    """A (memoized) intrinsic ``c(src, soff, dst, doff, n)``: ``dst[doff + k] = src[soff + k]``
+    for k < n, 0 <= n <= q (default q: one 64-byte line of elements), by one vector load
+    of q elements and a masked store (AVX-512BW: one instruction). The q source elements
+    from ``soff`` must all lie in ``src``; nothing of ``dst`` past the n elements is written."""
+    d = as_dtype(dt)
+    q = 64 // d.size if q is None else int(q)
+    if d.size not in (1, 2, 4, 8) or q < 1 or q & (q - 1):
+        raise ValueError(f"copy_prefix: needs 1-, 2-, 4- or 8-byte elements and q a power of two, got {d}, {q}")
+    return _make_copy_prefix(str.__str__(d), q)
 
 
 def prefetch(nbytes: int, *, l2_only: bool = False, write: bool = False):
