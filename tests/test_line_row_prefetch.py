@@ -116,6 +116,20 @@ def test_rows_continued_by_the_innermost_loop_prefetch_to_l2():
     assert p.nt and p.tile.a2 is not None and p.row_prefetch == 0, p.describe()
 
 
+def test_rows_continued_through_their_second_digit_prefetch_to_l2(monkeypatch):
+    """f32 -> bf16 `oihw -> OIhw16i16o`: a tile's 32 rows are 16 o x 2 i, and each step of
+    the innermost (i-pair) loop continues 2 x 49 elements of each o row, two steps ahead
+    (``ROW_PREFETCH_NEAR_A2``)."""
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 32 << 20)
+    args = ((256, 1024, 7, 7), "oihw", "OIhw16i16o", "f32", "bf16")
+    p = plan_of(*args)
+    assert p.nt and p.tile.a2 is not None and plan_mod.tile_rows(p.ir, p.tile) == 32, p.describe()
+    assert p.row_prefetch == 2 * 2 * 49 and p.row_prefetch_l2, p.describe()
+    monkeypatch.setattr(plan_mod, "ROW_PREFETCH_NEAR_A2", False)
+    assert plan_of(*args).row_prefetch == 0
+
+
 # (nt_everywhere patches the module from its first use on: the plan tests come first)
 PERIOD_CASES = [
     ((32, 48, 7, 7), "OIhw16i16o", "oihw", "f32", "f32"),      # 3 i-blocks: 49-line periods
@@ -161,6 +175,7 @@ def test_row_prefetch_is_exact(plans_32, nt_everywhere, dims, stag, dtag, sdt, d
 @pytest.mark.parametrize("dims,stag,dtag,sdt,ddt", [
     ((32, 48, 7, 7), "oihw", "OIhw4i16o4i", "f32", "s8"),       # 64 rows, 16 o x 4 i
     ((48, 20, 3, 3), "oihw", "OIhw4i16o4i", "f32", "u8"),       # i padded (20 of 32)
+    ((32, 64, 7, 7), "oihw", "OIhw16i16o", "f32", "bf16"),      # 16 o x 2 i (a2 continues)
 ])
 def test_near_row_prefetch_is_exact(nt_everywhere, dims, stag, dtag, sdt, ddt):
     k = build(M(dims, sdt, stag), M(dims, ddt, dtag))
