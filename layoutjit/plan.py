@@ -4992,6 +4992,21 @@ def row_continuation(ir: LoopIR, tile: TileSpec) -> int:
     return 0
 
 
+#: ``near_row_continuation`` goes at least this many bytes ahead (steps of short runs: 3x3
+#: weights, 144 B of f32 a step). f32 -> s8 `oihw -> OIhw4i16o4i`, ratio to copy at 1 thread
+#: (2 threads), 2, 4, 8, 16 steps ahead: 2048x1024x3x3 1.07 / 1.01 / 0.99 / 0.92 (1.12 / 1.10
+#: / 0.98 / 1.01); 1024x1024x3x3 (2, 8, 16, 32) 0.97 / 0.86 / 0.96 / 1.01; 7x7 (784 B a step)
+#: 2 / 4 / 8: 1.07 / 1.12 / 1.14, f32 -> bf16 `oihw -> OIhw16i16o` 7x7 (392 B) 0.97 / 0.98 /
+#: 1.02 (Zen 4).
+#: Of 14 sampled other pairs it changes, tiles of up to 16 rows gained at every step size
+#: (f32 `IhwO48i4o -> gIwO8i2o` 4x17x768x200, 32 B a step, 0.83 (0.61) -> 0.62 (0.51); s8 ->
+#: f32 `ghwIo2i -> IdhwO48i2o` 16x28x7x32x250, 16 B, 1.36 (0.93) -> 0.99 (0.64); `Oiw16o ->
+#: aCB24c8b` 1536x112x112 0.87 -> 0.76), and 64-row tiles of steps under 128 B lost (f32 -> s8
+#: `IhwO16o16i4o -> gIOw16o16i` 96x24x110x64 2.17 (2.24) -> 2.58 (2.67), `IdhwO32i2o ->
+#: gIhwO16i4o` 32x64x768x1x27 3.22 (2.44) -> 3.42 (2.76)): those keep two steps.
+ROW_PREFETCH_NEAR_MIN_BYTES = int(os.environ.get("LAYOUTJIT_ROW_PREFETCH_NEAR_MIN_BYTES", 1536))
+ROW_PREFETCH_NEAR_MIN_STEP = 128  # ... for steps of this many bytes or more
+ROW_PREFETCH_NEAR_FEW_ROWS = 32  # ... or tiles of at most this many rows
 #: ``near_row_continuation`` also where the tile's second row digit (``a2``) continues the
 #: rows' runs (`oihw -> OIhw16i16o` f32 -> bf16: 2 i x 49 elements of each o row a step).
 #: A/B on Zen 4, ratio to copy at 1 thread (2 threads), without -> with: that pair
@@ -5040,7 +5055,9 @@ def near_row_continuation(ir: LoopIR, tile: TileSpec) -> int:
     a2 = ir.nodes[tile.a2]
     if ROW_PREFETCH_NEAR_A2 and run == b.extent and a2.strides[1] == b.extent:
         run *= a2.extent  # (the rows' second digit continues them: 2 i x 49 of an o row)
-    ahead = ROW_PREFETCH_NEAR_RUNS * run
+    step = run * ir.operands[1].dtype.size
+    far = step >= ROW_PREFETCH_NEAR_MIN_STEP or tile_rows(ir, tile) <= ROW_PREFETCH_NEAR_FEW_ROWS
+    ahead = max(ROW_PREFETCH_NEAR_RUNS, -(-ROW_PREFETCH_NEAR_MIN_BYTES // step) if far else 0) * run
     if ahead * ir.operands[1].dtype.size > ROW_PREFETCH_NEAR_MAX_BYTES:
         return 0
     outer = outer_nodes(ir, tile)

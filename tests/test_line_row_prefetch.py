@@ -84,12 +84,12 @@ def test_no_row_prefetch_in_cache_or_switched_off(monkeypatch):
     p = plan_of((32, 32, 8, 8), "oihw", "OIhw4i16o4i")
     assert p.tile.a2 is not None and not p.nt and p.row_prefetch == 0, p.describe()
     # f32 -> s8: 64 rows (16 o x 4 i), the 4-i loop innermost: no continuation to all
-    # levels, two steps ahead to L2 (near_row_continuation) unless that is off
+    # levels, 1.5 KB ahead (11 steps of 144 B) to L2 (near_row_continuation) unless that is off
     p = plan_of((4096, 1000, 3, 3), "oihw", "OIhw4i16o4i", "f32", "s8")
     assert p.nt and p.tile.a2 is not None, p.describe()
     assert plan_mod.outer_nodes(p.ir, p.tile)[-1] == 2 and p.ir.nodes[2].strides[1] == 4 * 9
     assert plan_mod.row_continuation(p.ir, p.tile) == 0
-    assert p.row_prefetch == 2 * 4 * 9 and p.row_prefetch_l2, p.describe()
+    assert p.row_prefetch == 11 * 4 * 9 and p.row_prefetch_l2, p.describe()
     with monkeypatch.context() as near_off:
         near_off.setattr(plan_mod, "ROW_PREFETCH_NEAR_RUNS", 0)
         p = plan_of((4096, 1000, 3, 3), "oihw", "OIhw4i16o4i", "f32", "s8")
@@ -125,9 +125,26 @@ def test_rows_continued_through_their_second_digit_prefetch_to_l2(monkeypatch):
     args = ((256, 1024, 7, 7), "oihw", "OIhw16i16o", "f32", "bf16")
     p = plan_of(*args)
     assert p.nt and p.tile.a2 is not None and plan_mod.tile_rows(p.ir, p.tile) == 32, p.describe()
-    assert p.row_prefetch == 2 * 2 * 49 and p.row_prefetch_l2, p.describe()
+    assert p.row_prefetch == 4 * 2 * 49 and p.row_prefetch_l2, p.describe()  # (392 B a step)
     monkeypatch.setattr(plan_mod, "ROW_PREFETCH_NEAR_A2", False)
     assert plan_of(*args).row_prefetch == 0
+
+
+@pytest.mark.parametrize("dims,stag,dtag,sdt,ddt,step,steps", [
+    ((2048, 1024, 3, 3), "oihw", "OIhw4i16o4i", "f32", "s8", 36, 11),     # 144 B a step: 1.5 KB
+    ((1024, 512, 7, 7), "oihw", "OIhw4i16o4i", "f32", "s8", 196, 2),      # 784 B: two steps
+    ((4, 17, 768, 200), "IhwO48i4o", "gIwO8i2o", "f32", "f32", 8, 48),    # 16 rows, 32 B steps
+    ((96, 24, 110, 64), "IhwO16o16i4o", "gIOw16o16i", "f32", "s8", 16, 2),  # 64 rows of 64 B
+])
+def test_near_prefetch_goes_a_few_lines_ahead(monkeypatch, dims, stag, dtag, sdt, ddt, step, steps):
+    """``ROW_PREFETCH_NEAR_MIN_BYTES``: at least 1.5 KB ahead, except 64-row tiles of short
+    steps (two steps ahead); two steps when off."""
+    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 32 << 20)
+    p = plan_of(dims, stag, dtag, sdt, ddt)
+    assert p.tile.a2 is not None and p.row_prefetch == steps * step and p.row_prefetch_l2, p.describe()
+    monkeypatch.setattr(plan_mod, "ROW_PREFETCH_NEAR_MIN_BYTES", 0)
+    assert plan_of(dims, stag, dtag, sdt, ddt).row_prefetch == 2 * step
 
 
 # (nt_everywhere patches the module from its first use on: the plan tests come first)
