@@ -5003,10 +5003,13 @@ def row_continuation(ir: LoopIR, tile: TileSpec) -> int:
 #: f32 `ghwIo2i -> IdhwO48i2o` 16x28x7x32x250, 16 B, 1.36 (0.93) -> 0.99 (0.64); `Oiw16o ->
 #: aCB24c8b` 1536x112x112 0.87 -> 0.76), and 64-row tiles of steps under 128 B lost (f32 -> s8
 #: `IhwO16o16i4o -> gIOw16o16i` 96x24x110x64 2.17 (2.24) -> 2.58 (2.67), `IdhwO32i2o ->
-#: gIhwO16i4o` 32x64x768x1x27 3.22 (2.44) -> 3.42 (2.76)): those keep two steps.
+#: gIhwO16i4o` 32x64x768x1x27 3.22 (2.44) -> 3.42 (2.76)): those keep two steps, and so do
+#: 32-row tiles of such steps.
 ROW_PREFETCH_NEAR_MIN_BYTES = int(os.environ.get("LAYOUTJIT_ROW_PREFETCH_NEAR_MIN_BYTES", 1536))
 ROW_PREFETCH_NEAR_MIN_STEP = 128  # ... for steps of this many bytes or more
-ROW_PREFETCH_NEAR_FEW_ROWS = 32  # ... or tiles of at most this many rows
+#: ... or tiles of at most this many rows (32-row tiles of 64-B steps lost: f32 -> bf16
+#: `OIhw16o16i2o -> gOwI8o4i` 56x56x192x32 1.40 (1.55) at two steps, 1.79 (1.86) at 1.5 KB)
+ROW_PREFETCH_NEAR_FEW_ROWS = 16
 #: ``near_row_continuation`` also where the tile's second row digit (``a2``) continues the
 #: rows' runs (`oihw -> OIhw16i16o` f32 -> bf16: 2 i x 49 elements of each o row a step).
 #: A/B on Zen 4, ratio to copy at 1 thread (2 threads), without -> with: that pair

@@ -135,10 +135,11 @@ def test_rows_continued_through_their_second_digit_prefetch_to_l2(monkeypatch):
     ((1024, 512, 7, 7), "oihw", "OIhw4i16o4i", "f32", "s8", 196, 2),      # 784 B: two steps
     ((4, 17, 768, 200), "IhwO48i4o", "gIwO8i2o", "f32", "f32", 8, 48),    # 16 rows, 32 B steps
     ((96, 24, 110, 64), "IhwO16o16i4o", "gIOw16o16i", "f32", "s8", 16, 2),  # 64 rows of 64 B
+    ((56, 56, 192, 32), "OIhw16o16i2o", "gOwI8o4i", "f32", "bf16", 16, 2),  # 32 rows of 64 B
 ])
 def test_near_prefetch_goes_a_few_lines_ahead(monkeypatch, dims, stag, dtag, sdt, ddt, step, steps):
-    """``ROW_PREFETCH_NEAR_MIN_BYTES``: at least 1.5 KB ahead, except 64-row tiles of short
-    steps (two steps ahead); two steps when off."""
+    """``ROW_PREFETCH_NEAR_MIN_BYTES``: at least 1.5 KB ahead, except tiles of over 16 rows
+    with short steps (two steps ahead); two steps when off."""
     monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
     monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 32 << 20)
     p = plan_of(dims, stag, dtag, sdt, ddt)
