@@ -209,7 +209,7 @@ def at_thread_counts(counts=(1, 2)):
 def check_store_kinds(k, x: np.ndarray, want: np.ndarray, bases) -> None:
     """Launch kernel ``k`` directly with each job offset in ``bases`` (0: plain stores, the
     plan's job count: NT, for plans that time the kinds, ``Plan.nt_tune``), serially and
-    split between two threads, into NaN-filled aligned destinations; each must equal
+    split between two threads, into NaN-filled (other types: 0xA5-filled) aligned destinations; each must equal
     ``want``."""
     import layoutjit as lj
     from layoutjit.runtime import run_parallel, run_serial
@@ -219,7 +219,10 @@ def check_store_kinds(k, x: np.ndarray, want: np.ndarray, bases) -> None:
         for run in (lambda y8: run_serial(k._addr, x8, y8, no_aux, jobs, False, base),
                     lambda y8: run_parallel(k._addr, x8, y8, no_aux, jobs, 2, False, base)):
             y = lj.aligned_empty(k.dst_md.get_size()).view(want.dtype)
-            y[:] = np.nan
+            if y.dtype.kind == "f":
+                y[:] = np.nan
+            else:  # (storage of bf16, f16, integers: a byte pattern)
+                y.view(np.uint8)[:] = 0xA5
             assert run(y.view(np.uint8)) == 0
             np.testing.assert_array_equal(y, want, err_msg=f"job offset {base}")
 

@@ -82,3 +82,22 @@ def test_copy_prefix_writes_exactly_n_elements(dt, npdt):
             want = np.zeros(3 * q, npdt)
             want[doff:doff + max(n, 0)] = src[5:5 + max(n, 0)]
             np.testing.assert_array_equal(dst, want, err_msg=f"n {n}, doff {doff}")
+
+
+def test_edges_with_the_store_kind_timed(nt_everywhere, monkeypatch):
+    """A realigned plan of few rows a job carries plain tiles too and times both kinds
+    (``Plan.nt_tune``): the edges belong to the realigned kind only; every byte either way,
+    at 1 and 2 threads."""
+    monkeypatch.setattr(plan_mod, "SHIFT_MIN_ROW_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PANEL_MAX_BYTES", 0)
+    monkeypatch.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)
+    dims = (2, 16, 70, 3)
+    s, d = M(dims, "bf16", "nChw8c"), M(dims, "bf16", "nchw")
+    k = build(s, d)
+    p = k.plan
+    assert p.shifted and p.shift_edges and p.nt_tune, p.describe()
+    rng = np.random.default_rng(8)
+    x = ref.random_raw(s.get_size() // 2, "bf16", rng)
+    want = ref.reorder(x, s, d, np.zeros(d.get_size() // 2, d.dtype.storage))
+    ref.check_store_kinds(k, x, want, (0, p.jobs))
+    ref.check_guarded_runs(k, x, want.view(np.uint8), [0, 2, 62])
