@@ -5237,9 +5237,29 @@ def _with_prefetch_groups(ir: LoopIR, tile: TileSpec, vbytes: int) -> TileSpec:
     if ssz >= 4 and tile.V * ssz < 64:
         M = max(M, min(-(-ir.nodes[tile.a].extent // tile.R), PREFETCH_GROUP_ROWS // tile.R))
     M = min(M, max(1, PREFETCH_MAX_BLOCK // (tile.R * row)))
+    if ssz == dsz == 1 and vbytes >= 64 and row < PREFETCH_BYTE_GROUP_MAX_ROW:
+        M = min(M, max(2, PREFETCH_BYTE_GROUP_BLOCK // (tile.R * row)))
     if ssz >= 4:
         M = min(M, max(1, PREFETCH_GROUP_ROWS // tile.R))
     return replace(tile, M=M)
+
+
+#: Prefetched groups of 1-byte transposes (1 byte on both sides) with 64-byte vectors hold
+#: at most this many bytes of source (``_with_prefetch_groups``; ``PREFETCH_MAX_BLOCK``
+#: otherwise). s8 `nhwc -> nchw` 64x256x56x56: 64x16 tiles read 16 B of each of 512 rows
+#: (128 KB groups) a step, 512 lines (all of L1) revisited at each of a line's four steps.
+#: 32 KB groups (128 rows): A/B on Zen 4, ratio to copy at 1 thread (2 threads), 128 KB ->
+#: 32 KB: that pair 1.11-1.25 (0.93-0.94) -> 0.98-0.99 (0.81-0.85); u8 `ndhwc -> ncdhw`
+#: 16x128x28x28x28 1.33 (1.00) -> 1.01 (0.81); u8 `nhwc -> nchw` 128x128x56x56 1.09 (1.22)
+#: -> 0.91 (0.97); s8 `ndhwc -> ncdhw` 224x128x128x5x5 1.38 (1.19) -> 1.06 (0.92); u8
+#: `goihw -> hwigo` 4000x256x1x112x1 1.62 (1.01) -> 1.16 (0.77). bf16 32x256x56x56 lost (0.85
+#: -> 1.05), s8 -> f32 even: 1-byte pairs only; and rows under ``PREFETCH_BYTE_GROUP_MAX_ROW``,
+#: in groups of two tiles or more: one tile of rows of 448-896 B lost (u8 `ba -> ab`
+#: 448x262144 1.15 (1.05) -> 1.26 (1.22), s8 `chwn -> nChw16c` 896x32768x1x1 1.34 (1.53) ->
+#: 1.57 (1.74)) and two were even or worse at 1 thread (1.07 -> 1.11, s8 `ab -> ba` 262144x512
+#: 1.08 -> 1.15).
+PREFETCH_BYTE_GROUP_BLOCK = int(os.environ.get("LAYOUTJIT_PREFETCH_BYTE_GROUP_BLOCK", 32 * 1024))
+PREFETCH_BYTE_GROUP_MAX_ROW = 448
 
 
 COLS_STAGE = True

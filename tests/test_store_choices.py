@@ -449,7 +449,8 @@ def test_tiles_read_half_lines_of_rows_that_follow_each_other(monkeypatch, dims,
     ((2, 192, 8, 8), "nchw", "nhwc", "f32", "f32", 4),     # rows of 256 B: 16x8 tiles, 64 rows a group
     ((2, 208, 7, 7), "nchw", "nhwc", "f32", "f32", (2, 4)),  # 49 columns (a tail of 1), A has a tail
     ((2, 224, 7, 7), "nchw", "nhwc", "f32", "bf16", (1, 2)),  # conversion: 32-row tiles, one a group
-    ((2, 256, 16, 16), "nhwc", "nchw", "s8", "s8", (4, 2)),  # 8-bit tiles keep their steps (not 1);
+    ((2, 256, 16, 16), "nhwc", "nchw", "s8", "s8", (2, 2)),  # 8-bit tiles keep their steps (not 1;
+    # with 64-byte vectors 32 KB groups of 1-byte rows, PREFETCH_BYTE_GROUP_BLOCK);
     # 32-byte vectors: two 64x8 tiles (two lines of each destination row per visit, 32 KB)
     ((2, 128, 16, 16), "nhwc", "nchw", "bf16", "bf16", (8, 2)),  # 32x8 bf16 tiles: two too
     ((2, 512, 16, 16), "nhwc", "nchw", "s8", "s8", (0, 1)),  # two would read 64 KB: one;
