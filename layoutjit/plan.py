@@ -4230,6 +4230,9 @@ SHIFT_TUNE_BAND = os.environ.get("LAYOUTJIT_SHIFT_TUNE_BAND", "1") != "0"
 HALF_LINE_TILES = True
 HALF_LINE_MIN_ROW = 256
 HALF_LINE_MAX_ROW = 4096
+#: (with 64-byte vectors, a partial last group of 4-byte rows keeps half lines from this many
+#: groups on: `nhwc -> nchw` 64x128x28x28, 784 rows, 0.91 -> 1.04 at 1 thread without them)
+HALF_LINE_MANY_GROUPS = 4
 #: ... and with 64-byte vectors, for narrowing conversions, under this many bytes
 #: (``LAYOUTJIT_HALF_LINE_MAX_ROW_WIDE``; see _half_line_tiles).
 HALF_LINE_MAX_ROW_WIDE = int(os.environ.get("LAYOUTJIT_HALF_LINE_MAX_ROW_WIDE", 448))
@@ -4248,7 +4251,8 @@ def _half_line_tiles(ir: LoopIR, tile: TileSpec, vbytes: int = 32) -> bool:
     0-6% slower with them, rows of one block (nChw16c -> nchw: 64 B) 15% slower.
 
     With 64-byte vectors only where the groups of rows of 4-byte elements
-    (``_with_prefetch_groups``: 64 rows) divide A evenly, and for narrowing conversions only in rows under
+    (``_with_prefetch_groups``: 64 rows) divide A evenly or are many (``HALF_LINE_MANY_GROUPS``),
+    and for narrowing conversions only in rows under
     ``HALF_LINE_MAX_ROW_WIDE``. A/B on Zen 4 (AVX-512), ratio to copy at 1 thread (2
     threads), half -> whole lines: A of 96 (a group of 64 rows and one of 32) lost with
     half lines (`ncdhw -> ndhwc` 2048x96x3x5x5 1.09 -> 0.87, 1598x96x3x5x5 1.24 -> 0.93
@@ -4277,7 +4281,7 @@ def _half_line_tiles(ir: LoopIR, tile: TileSpec, vbytes: int = 32) -> bool:
     g = _with_prefetch_groups(ir, _with_half_lines(ir, tile), vbytes)
     rows = g.R * g.M
     narrowing = ir.operands[0].dtype.size < ssz
-    even = a.extent <= rows or a.extent % rows == 0 or ssz < 4
+    even = a.extent <= rows or a.extent % rows == 0 or a.extent >= HALF_LINE_MANY_GROUPS * rows or ssz < 4
     return (row < HALF_LINE_MAX_ROW_WIDE or not narrowing) and even
 
 

@@ -31,6 +31,7 @@ def wide(monkeypatch):
     ((4096, 48, 9, 9), "nchw", "nhwc", "f32", "f32", True),        # 48 rows: one group
     ((12000, 1000), "ab", "ba", "f32", "f32", True),               # long rows, not narrowing
     ((1598, 96, 3, 5, 5), "ncdhw", "ndhwc", "f32", "f32", False),  # 96 rows: 64 + 32
+    ((64, 128, 28, 28), "nhwc", "nchw", "f32", "f32", True),       # 784 rows: 12 groups + 16
     ((256, 384, 13, 13), "nchw", "nhwc", "f32", "bf16", False),    # narrowing, rows of 676 B
     ((64, 64, 56, 56), "nhwc", "nchw", "f32", "bf16", True),       # narrowing, rows of 256 B
     ((32, 512, 56, 112), "nhwc", "nchw", "s8", "f32", True),       # 1-byte rows: 256-row groups
