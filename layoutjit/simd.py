@@ -898,10 +898,6 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
     ity = ir.IntType(8 * dsz)
     vty = ir.VectorType(ity, R)
     md = builder.module.add_metadata([ir.Constant(_I32, 1)])
-    iota = ir.Constant(vty, list(range(R)))
-    if vbytes == 64 and dsz > 1:
-        name = {4: "llvm.x86.avx512.vpermi2var.d.512", 2: "llvm.x86.avx512.vpermi2var.hi.512"}[dsz]
-        perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty, vty, vty]), name)
     for c in range(V):
         n = gather([r * P + c for r in range(R)])
         if not converted:
@@ -914,17 +910,30 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
         rp = builder.gep(dptr, [roff], inbounds=True)
         mis = builder.and_(builder.lshr(builder.ptrtoint(rp, i64), ir.Constant(i64, _log2(dsz))),
                            ir.Constant(i64, R - 1))
-        if vbytes == 64 and dsz > 1:
-            h = builder.trunc(builder.sub(ir.Constant(i64, R), mis), ity)
-            idx = _splat(builder, h, R)
-            idx = builder.add(idx, iota)
-            line = builder.call(perm, [carry, idx, nv])
-        else:
-            line = _realign_switch(builder, carry, nv, mis)
+        line = _realign(builder, carry, nv, mis, vbytes, byte_permute=False)
         lp = builder.gep(dptr, [builder.sub(roff, mis)], inbounds=True)
         st = builder.store(line, builder.bitcast(lp, vty.as_pointer()), align=64)
         st.set_metadata("nontemporal", md)
         builder.store(nv, cp, align=dsz)
+
+
+def _realign(builder: ir.IRBuilder, carry: ir.Value, new: ir.Value, mis: ir.Value, vbytes: int,
+             byte_permute: bool = True) -> ir.Value:
+    """``(carry ++ new)[q - mis:2q - mis]`` for q-lane lines (``carry``, ``new``: q-lane
+    integer vectors of one line) and mis in 0..q-1: one two-source permute with 64-byte
+    vectors (``vpermi2d``/``vpermi2w``; ``vpermi2b`` with VBMI where ``byte_permute``),
+    else a switch of constant shuffles (:func:`_realign_switch`)."""
+    vty = carry.type
+    q, esize = vty.count, vty.element.width // 8
+    vbmi = byte_permute and "avx512vbmi" in _cv.target_features()
+    name = {4: "llvm.x86.avx512.vpermi2var.d.512", 2: "llvm.x86.avx512.vpermi2var.hi.512",
+            1: "llvm.x86.avx512.vpermi2var.qi.512" if vbmi else None}.get(esize) if vbytes == 64 else None
+    if name is None:
+        return _realign_switch(builder, carry, new, mis)
+    perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty, vty, vty]), name)
+    h = builder.trunc(builder.sub(ir.Constant(mis.type, q), mis), vty.element)
+    idx = builder.add(_splat(builder, h, q), ir.Constant(vty, list(range(q))))
+    return builder.call(perm, [carry, idx, new])
 
 
 def _realign_switch(builder: ir.IRBuilder, carry: ir.Value, new: ir.Value, mis: ir.Value) -> ir.Value:
@@ -1003,9 +1012,7 @@ def _make_tile_shift(sname: str, dname: str, R: int, V: int):
         _expect_array(src, s, "src", "tile_shift")
         _expect_array(dst, d, "dst", "tile_shift")
         _expect_array(carry, d, "carry", "tile_shift")
-        for t in (soff, sstride, doff, dstride, coff):
-            if not isinstance(t, types.Integer):
-                raise errors.TypingError(f"tile_shift: offsets and strides must be integers, got {t}")
+        _expect_ints("tile_shift", soff, sstride, doff, dstride, coff)
         i64 = types.int64
         sig = types.void(src, i64, i64, dst, i64, i64, carry, i64)
 
@@ -1098,13 +1105,6 @@ def _emit_tile_stream_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride
     base = builder.sub(doff, mis)
     iota = ir.Constant(vty, list(range(q)))
     h = builder.trunc(builder.sub(ir.Constant(i64, q), mis), ity)
-    perm = None
-    if vbytes == 64:
-        name = {4: "llvm.x86.avx512.vpermi2var.d.512", 2: "llvm.x86.avx512.vpermi2var.hi.512",
-                1: "llvm.x86.avx512.vpermi2var.qi.512" if "avx512vbmi" in _cv.target_features() else None
-                }[dsz]
-        if name is not None:
-            perm = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty, vty, vty]), name)
     for k in range(R * V // q):
         want = [(j % R) * P + j // R for j in range(k * q, (k + 1) * q)]
         n = gather(want)
@@ -1119,10 +1119,7 @@ def _emit_tile_stream_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride
             mask = builder.icmp_unsigned("<", iota, _splat(builder, h, q))
             builder.call(fn, [nv, builder.bitcast(rp, vty.as_pointer()), ir.Constant(_I32, dsz), mask])
         else:
-            if perm is not None:
-                line = builder.call(perm, [carry, builder.add(_splat(builder, h, q), iota), nv])
-            else:
-                line = _realign_switch(builder, carry, nv, mis)
+            line = _realign(builder, carry, nv, mis, vbytes)
             lp = builder.gep(dptr, [builder.add(base, ir.Constant(i64, k * q))], inbounds=True)
             st = builder.store(line, builder.bitcast(lp, vty.as_pointer()), align=64)
             st.set_metadata("nontemporal", md)
@@ -1138,9 +1135,7 @@ def _make_tile_stream_shift(sname: str, dname: str, R: int, V: int, head: bool, 
         _expect_array(src, s, "src", "tile_stream_shift")
         _expect_array(dst, d, "dst", "tile_stream_shift")
         _expect_array(carry, d, "carry", "tile_stream_shift")
-        for t in (soff, sstride, doff):
-            if not isinstance(t, types.Integer):
-                raise errors.TypingError(f"tile_stream_shift: offsets and strides must be integers, got {t}")
+        _expect_ints("tile_stream_shift", soff, sstride, doff)
         i64 = types.int64
         sig = types.void(src, i64, i64, dst, i64, carry)
 
@@ -1196,6 +1191,13 @@ def _expect_array(ty, dt: DataType, what: str, who: str = "tile"):
                                  f"({dt} storage)")
 
 
+def _expect_ints(who: str, *ts, what: str = "offsets and strides") -> None:
+    """Typing check of an intrinsic's integer arguments."""
+    for t in ts:
+        if not isinstance(t, types.Integer):
+            raise errors.TypingError(f"{who}: {what} must be integers, got {t}")
+
+
 @functools.cache
 def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: bool,
                rows_contiguous: bool, vbytes: int, src_dense: bool = False, post: tuple = (),
@@ -1209,9 +1211,7 @@ def _make_tile(R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: boo
         _expect_array(dst, d, "dst")
         if dst.mutable is False:
             raise errors.TypingError("tile: dst is read-only")
-        for t in (soff, sstride, doff, dstride):
-            if not isinstance(t, types.Integer):
-                raise errors.TypingError(f"tile: offsets and strides must be integers, got {t}")
+        _expect_ints("tile", soff, sstride, doff, dstride)
         i64 = types.int64
         sig = types.void(src, i64, i64, dst, i64, i64)
 
@@ -1312,9 +1312,7 @@ def _check_table_tile(who: str, s: DataType, d: DataType, src, dst, table, ints:
     if not (isinstance(table, types.Array) and table.ndim == 1 and table.layout == "C"
             and table.dtype == types.int64):
         raise errors.TypingError(f"{who}: table must be a 1-D C-contiguous int64 array, got {table}")
-    for t in ints:
-        if not isinstance(t, types.Integer):
-            raise errors.TypingError(f"{who}: offsets and strides must be integers, got {t}")
+    _expect_ints(who, *ints)
 
 
 def _table_tile_name(who: str, R: int, V: int, sname: str, dname: str, Rv: int, Vv: int, nt: bool,
@@ -1560,10 +1558,7 @@ def _make_gather(R: int, V: int, sname: str, dname: str, Rv: int, nt: bool, vbyt
         _expect_array(dst, d, "dst", "gather")
         if dst.mutable is False:
             raise errors.TypingError("gather: dst is read-only")
-        for t in (soff, sstride, doff):
-            if not isinstance(t, types.Integer):
-                raise errors.TypingError(f"gather: offsets and strides must be integers, "
-                                         f"got {t}")
+        _expect_ints("gather", soff, sstride, doff)
         i64 = types.int64
         sig = types.void(src, i64, i64, dst, i64)
 
@@ -1707,9 +1702,7 @@ def _make_copy_prefix(dname: str, q: int):
     def impl(typingctx, src, soff, dst, doff, n):
         _expect_array(src, d, "src", "copy_prefix")
         _expect_array(dst, d, "dst", "copy_prefix")
-        for t in (soff, doff, n):
-            if not isinstance(t, types.Integer):
-                raise errors.TypingError(f"copy_prefix: offsets and counts must be integers, got {t}")
+        _expect_ints("copy_prefix", soff, doff, n, what="offsets and counts")
         i64 = types.int64
         sig = types.void(src, i64, dst, i64, i64)
 
