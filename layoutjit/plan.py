@@ -736,9 +736,6 @@ class Plan:
     # job_align with line_phases: the offsets (elements past a line) at which a job starts
     # and still takes phased NT calls (job_shifts())
     job_shifts: tuple[int, ...] = (0,)
-    # job_align with tiles that write whole blocks: the jobs off the lines realign their
-    # tiles' runs onto whole NT lines through a one-line carry (job_stream_shift())
-    job_stream_shift: bool = False
     # plain or NT stores chosen at run time by timing (store_choice.py); a shifted plan's
     # "NT" is its realigned lines, its "plain" the tiles straight into the rows (SHIFT_TUNE_ROWS)
     nt_tune: bool = False
@@ -782,6 +779,13 @@ class Plan:
             return 0
         ahead = by_vector_width(self.vector_bytes, STREAM_PREFETCH_BYTES, STREAM_PREFETCH_WIDE_BYTES)
         return ahead if _narrowing_float(self.ir) else 0
+
+    @property
+    def job_stream_shift(self) -> bool:
+        """``job_align`` plans whose tiles write whole blocks: the jobs off the lines realign
+        their tiles' runs onto whole NT lines through a one-line carry (``job_stream_shift()``)."""
+        return bool(self.job_align and not self.row_stage and self.tile is not None
+                    and job_stream_shift(self.ir, self.tile, self.parallel))
 
     @property
     def shift_edges(self) -> bool:
@@ -1068,6 +1072,10 @@ class Plan:
                     how += (" when one thread runs every job (split between threads: plain, below "
                             f"{split_min_bytes(self.ir, t)} B)")
             lines.append(f"stores: {how}; vector width {self.vector_bytes} B")
+            if self.job_stream_shift:
+                lines.append("stores: jobs off the lines realign each tile's run of whole blocks through a "
+                             "one-line carry: whole aligned non-temporal lines, the job's partial first and "
+                             "last line plain")
             if self.job_prefetch:
                 lines.append(f"prefetch: each tile call its share of the next job's source block "
                              f"({self.job_prefetch} elements on), to L2")
@@ -3354,10 +3362,6 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
             notes.append("destination lines start on 64-byte boundaries in some jobs only: each job "
                          "checks its offset at run time (non-temporal stores where it does)")
     job_align = job_align and nt
-    stream_shift = bool(job_align and tile is not None and job_stream_shift(ir, tile, parallel))
-    if stream_shift:
-        notes.append("jobs off the lines realign each tile's run of whole blocks through a one-line "
-                     "carry: whole aligned non-temporal lines, the job's partial first and last line plain")
     # (streams have no timed band: their own split threshold, stream_split_min_bytes)
     nt_split = not nt or tile is None or traffic >= split_min_bytes(ir, tile)
     # between the NT thresholds at one thread and split between threads, the store kind
@@ -3410,7 +3414,6 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
     return Plan(ir, tile, parallel, jobs, vb, nt, moved, tuple(notes), chunk, nt_split=nt_split,
                 nt_tune=nt_tune, nt_tune_one=tune_one, prefetch=prefetch, line_phases=phases,
                 cols_stage=staged_cols, job_align=job_align, job_shifts=shifts, row_stage=stage,
-                job_stream_shift=stream_shift and not stage,
                 lines_panel=lpanel,
                 lines_passes=passes, lines_pass_streams=LINES_PASS_STREAMS if passes else 0)
 

@@ -465,6 +465,22 @@ def _masked_load(builder: ir.IRBuilder, p: ir.Value, vty: ir.VectorType, n: int,
                              mask, ir.Constant(vty, None)])
 
 
+def _masked_store_first(builder: ir.IRBuilder, v: ir.Value, p: ir.Value, n: ir.Value, esize: int) -> None:
+    """``llvm.masked.store`` of the first ``n`` lanes of v at p, n a run-time integer (n <= 0:
+    nothing); the other lanes are not written."""
+    vty = v.type
+    lane = vty.element
+    cnt = builder.select(builder.icmp_signed("<", n, ir.Constant(n.type, 0)), ir.Constant(n.type, 0), n)
+    if lane.width < cnt.type.width:
+        cnt = builder.trunc(cnt, lane)  # (a lane holds the count: at most 64 lanes)
+    mask = builder.icmp_signed("<", ir.Constant(vty, list(range(vty.count))), _splat(builder, cnt, vty.count))
+    mty = ir.VectorType(ir.IntType(1), vty.count)
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), _I32, mty]),
+        f"llvm.masked.store.{_cv._mangle(vty)}.p0")
+    builder.call(fn, [v, builder.bitcast(p, vty.as_pointer()), ir.Constant(_I32, esize), mask])
+
+
 def _masked_store(builder: ir.IRBuilder, v: ir.Value, p: ir.Value, n: int, esize: int) -> None:
     """``llvm.masked.store`` of the first n lanes of v at p (the others are not written)."""
     vty = v.type
@@ -1103,21 +1119,14 @@ def _emit_tile_stream_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride
     mis = builder.and_(builder.lshr(builder.ptrtoint(rp, i64), ir.Constant(i64, _log2(dsz))),
                        ir.Constant(i64, q - 1))
     base = builder.sub(doff, mis)
-    iota = ir.Constant(vty, list(range(q)))
-    h = builder.trunc(builder.sub(ir.Constant(i64, q), mis), ity)
     for k in range(R * V // q):
         want = [(j % R) * P + j // R for j in range(k * q, (k + 1) * q)]
         n = gather(want)
         if not converted:
             n = _convert(builder, s, d, n)
         nv = builder.bitcast(n.val, vty)
-        if k == 0 and head:
-            mty = ir.VectorType(ir.IntType(1), q)
-            fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), _I32, mty]),
-                f"llvm.masked.store.{_cv._mangle(vty)}.p0")
-            mask = builder.icmp_unsigned("<", iota, _splat(builder, h, q))
-            builder.call(fn, [nv, builder.bitcast(rp, vty.as_pointer()), ir.Constant(_I32, dsz), mask])
+        if k == 0 and head:  # the line's part from doff on
+            _masked_store_first(builder, nv, rp, builder.sub(ir.Constant(i64, q), mis), dsz)
         else:
             line = _realign(builder, carry, nv, mis, vbytes)
             lp = builder.gep(dptr, [builder.add(base, ir.Constant(i64, k * q))], inbounds=True)
@@ -1135,6 +1144,8 @@ def _make_tile_stream_shift(sname: str, dname: str, R: int, V: int, head: bool, 
         _expect_array(src, s, "src", "tile_stream_shift")
         _expect_array(dst, d, "dst", "tile_stream_shift")
         _expect_array(carry, d, "carry", "tile_stream_shift")
+        if dst.mutable is False or carry.mutable is False:
+            raise errors.TypingError("tile_stream_shift: dst and carry must be writable")
         _expect_ints("tile_stream_shift", soff, sstride, doff)
         i64 = types.int64
         sig = types.void(src, i64, i64, dst, i64, carry)
@@ -1170,7 +1181,7 @@ def tile_stream_shift(R: int, V: int, src_dt, dst_dt, *, head: bool = False, vby
     the destination type); see :func:`_emit_tile_stream_shift`. Successive calls must write
     successive runs. ``head=True``: the first call of such a sequence (its first line's
     elements stored plainly, masked). Needs ``R*V*dst_size`` a multiple of 64, the
-    destination aligned to its element size, and :func:`tile_shift_supported`."""
+    destination aligned to its element size, and :func:`tile_stream_shift_supported`."""
     s, d = as_dtype(src_dt), as_dtype(dst_dt)
     if not tile_stream_shift_supported(s, d):
         raise ValueError(f"tile_stream_shift: needs AVX2 or AVX-512 and a 1-, 2- or 4-byte "
@@ -1702,6 +1713,8 @@ def _make_copy_prefix(dname: str, q: int):
     def impl(typingctx, src, soff, dst, doff, n):
         _expect_array(src, d, "src", "copy_prefix")
         _expect_array(dst, d, "dst", "copy_prefix")
+        if dst.mutable is False:
+            raise errors.TypingError("copy_prefix: dst is read-only")
         _expect_ints("copy_prefix", soff, doff, n, what="offsets and counts")
         i64 = types.int64
         sig = types.void(src, i64, dst, i64, i64)
@@ -1713,17 +1726,7 @@ def _make_copy_prefix(dname: str, q: int):
             vty = ir.VectorType(ity, q)
             sp = builder.gep(sa.data, [args[1]], inbounds=True)
             v = builder.load(builder.bitcast(sp, vty.as_pointer()), align=d.size)
-            dp = builder.gep(da.data, [args[3]], inbounds=True)
-            mty = ir.VectorType(ir.IntType(1), q)
-            fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), _I32, mty]),
-                f"llvm.masked.store.{_cv._mangle(vty)}.p0")
-            cnt = builder.select(builder.icmp_signed("<", args[4], ir.Constant(args[4].type, 0)),
-                                 ir.Constant(args[4].type, 0), args[4])
-            n = builder.trunc(cnt, ity) if ity.width < 64 else cnt
-            # (signed: n <= 0 writes nothing)
-            mask = builder.icmp_signed("<", ir.Constant(vty, list(range(q))), _splat(builder, n, q))
-            builder.call(fn, [v, builder.bitcast(dp, vty.as_pointer()), ir.Constant(_I32, d.size), mask])
+            _masked_store_first(builder, v, builder.gep(da.data, [args[3]], inbounds=True), args[4], d.size)
             return context.get_dummy_value()
 
         return sig, codegen
