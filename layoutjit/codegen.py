@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .dtypes import DataType
 from .ir import LoopIR, Node, Operand
 from .plan import (
     L1_WAYS,
@@ -172,6 +173,10 @@ SRC_OVER_MIN_BYTES = 16
 #: instruction (AVX-512BW), not element by element.
 SHIFT_COPY_PREFIX = os.environ.get("LAYOUTJIT_SHIFT_COPY_PREFIX", "1") != "0"
 
+#: Pipelined panels (``Plan.panel_pipeline``) spread the job's prefetch share of the next
+#: outer block over its tile calls, in order, instead of issuing it as the job starts.
+PANEL_PIPELINE_PREFETCH = os.environ.get("LAYOUTJIT_PANEL_PIPELINE_PREFETCH", "1") != "0"
+
 #: A staged job that may start anywhere in a line (``Plan.job_shift``) prefetches its
 #: partial last line for a write (``prefetchw``) as it starts: the plain stores of that line
 #: otherwise wait for its ownership read from memory, with the job's NT lines behind them
@@ -195,6 +200,37 @@ ROW_PREFETCH_COVER = os.environ.get("LAYOUTJIT_ROW_PREFETCH_COVER", "1") != "0"
 #: u8 ``Ohwi16o -> oihw`` 768x1024x7x7 at 1 thread, ratio to copy: stage 1.84-1.95 -> 1.47-1.61
 #: (prefetching each run while filling: 1.63-1.77; to all levels: 1.93-2.07).
 SRC_STAGE_PREFETCH = os.environ.get("LAYOUTJIT_SRC_STAGE_PREFETCH", "1") != "0"
+
+
+#: Scratch buffers of a kernel (stages, carries) start on a 4 KB page (``scratch``): one of
+#: up to a page then never straddles two. ``np.empty`` placed them anywhere, and a stage
+#: across a page boundary takes tile stores split between two pages: A/B on the AVX-512
+#: host (Zen 4), `nChw8c -> nchw` 1000x2048x5x5 f32 (an 800-byte panel stage) at 1 thread,
+#: ratio to copy by the stage's place in its page: 0.64-0.72 from 0 to 3072 B, 2.43-2.92
+#: from 3328 B on (across the boundary); the same kernel measured 0.7 or 2.6 from one
+#: process to the next. ``LAYOUTJIT_SCRATCH_PAGE=0``: wherever ``np.empty`` puts them.
+SCRATCH_PAGE = os.environ.get("LAYOUTJIT_SCRATCH_PAGE", "1") != "0"
+
+#: Where in its page each scratch buffer starts (bytes), where the buffer fits there: the
+#: buffers of one kernel on different lines of their pages.
+SCRATCH_SLOTS = {"stage": 0, "jstage": 0, "obuf": 0, "carry": 1024, "tbuf": 1024,
+                 "sstage": 2048, "edge": 2048, "jcarry": 3072}
+
+
+def scratch(name: str, elems: int, dt: DataType) -> list[str]:
+    """Generated lines that allocate ``name``: ``elems`` elements of ``dt`` from its slot in
+    a 4 KB page (``SCRATCH_PAGE``, ``SCRATCH_SLOTS``; at the page's start where it does not
+    fit in the rest of the page). The page's slack is ``4096 // dt.size`` elements."""
+    nt = numba_type(dt)
+    if not SCRATCH_PAGE:
+        return [f"{name} = np.empty({elems}, np.{nt})"]
+    sz = dt.size
+    at = SCRATCH_SLOTS.get(name, 0)
+    if at + elems * sz > 4096:
+        at = 0
+    return [f"{name} = np.empty({elems + 4096 // sz}, np.{nt})",
+            f"{name}_at = (({at} - {name}.ctypes.data) & 4095) // {sz}",
+            f"{name} = {name}[{name}_at:{name}_at + {elems}]"]
 
 
 def _covering_points(points: list[int], gap: int) -> list[int]:
@@ -458,27 +494,23 @@ class KernelWriter:
             self._render_jobs(depth + 1, nt=False)
         else:
             self._render_jobs(depth, nt=False)
+        bufs: list[str] = []
         if self.src_stage_used:  # Plan.src_stage; ssto: its first element on a 64-byte line
-            w.lines.insert(buf_at, "    " * depth + f"ssto = ((-sstage.ctypes.data) & 63) // {self.ops[1].dtype.size}")
-            w.lines.insert(buf_at, "    " * depth + f"sstage = np.empty({self.src_stage_elems}, "
-                           f"np.{numba_type(self.ops[1].dtype)})")
+            bufs += scratch("sstage", self.src_stage_elems, self.ops[1].dtype)
+            bufs.append(f"ssto = ((-sstage.ctypes.data) & 63) // {self.ops[1].dtype.size}")
         if self.stream_shift_used:
-            w.lines.insert(buf_at, "    " * depth + f"jcarry = np.empty({64 // self.ops[0].dtype.size}, "
-                           f"np.{numba_type(self.ops[0].dtype)})")
+            bufs += scratch("jcarry", 64 // self.ops[0].dtype.size, self.ops[0].dtype)
         if self.plan.job_stage:
             extra = max(1, 64 // self.ops[0].dtype.size) if self.plan.job_shift else 0
-            w.lines.insert(buf_at, "    " * depth + f"jstage = np.empty({self.plan.job_stage + extra}, "
-                           f"np.{numba_type(self.ops[0].dtype)})")
+            bufs += scratch("jstage", self.plan.job_stage + extra, self.ops[0].dtype)
         if self.stage_elems:  # Plan.row_stage; sto: its first element on a 64-byte line
-            w.lines.insert(buf_at, "    " * depth + f"sto = ((-stage.ctypes.data) & 63) // {self.ops[0].dtype.size}")
-            w.lines.insert(buf_at, "    " * depth + f"stage = np.empty({self.stage_elems}, "
-                           f"np.{numba_type(self.ops[0].dtype)})")
+            bufs += scratch("stage", self.stage_elems, self.ops[0].dtype)
+            bufs.append(f"sto = ((-stage.ctypes.data) & 63) // {self.ops[0].dtype.size}")
         if self.buffer_elems:
-            w.lines.insert(buf_at, "    " * depth + f"obuf = np.empty({self.buffer_elems}, "
-                           f"np.{numba_type(self.ops[0].dtype)})")
+            bufs += scratch("obuf", self.buffer_elems, self.ops[0].dtype)
             if any("tbuf" in line for line in w.lines):  # the stream epilogue uses obuf only
-                w.lines.insert(buf_at, "    " * depth + f"tbuf = np.empty({self.buffer_elems}, "
-                               f"np.{numba_type(self.ops[1].dtype)})")
+                bufs += scratch("tbuf", self.buffer_elems, self.ops[1].dtype)
+        w.lines[buf_at:buf_at] = ["    " * depth + line for line in bufs]
         return w.lines
 
     def _nt_request(self, depth: int) -> str:
@@ -551,11 +583,13 @@ class KernelWriter:
         cpx = (self._micro(("copy_prefix", q), ddt_ := str(self.ops[0].dtype), ddt_)
                if SHIFT_COPY_PREFIX and p.shift_edges and p.vector_bytes >= 64
                and copy_prefix_native(self.ops[0].dtype) else None)
-        w.put(depth, f"stage = np.empty({t.V * row + (q if cpx else 0)}, np.{numba_type(self.ops[0].dtype)})")
-        w.put(depth, f"carry = np.empty({pb * t.V * q}, np.{numba_type(self.ops[0].dtype)})")
+        bufs = scratch("stage", t.V * row + (q if cpx else 0), self.ops[0].dtype)
+        bufs += scratch("carry", pb * t.V * q, self.ops[0].dtype)
         edges = p.shift_edges
         if edges:  # row r's first line, shared with row r-1's last (Plan.shift_edges)
-            w.put(depth, f"edge = np.empty({pb * t.V * q}, np.{numba_type(self.ops[0].dtype)})")
+            bufs += scratch("edge", pb * t.V * q, self.ops[0].dtype)
+        for text in bufs:
+            w.put(depth, text)
         w.put(depth, "it = lo")
         w.put(depth, "while it < hi:")
         d = depth + 1
@@ -757,16 +791,36 @@ class KernelWriter:
         assert sA is not None and dB == A.extent
         line = self._micro(("gather", 1, q, 1, True), str(self.ops[0].dtype), str(self.ops[0].dtype))
 
+        G = t.R * t.M
+        ngf = A.extent // G
+        ncalls = ngf * t.M + len(range(ngf * G, A.extent, t.R))  # tile calls per job
+        pipe = self.plan.panel_pipeline
+        staged = t.V * A.extent
+        half = -(-staged // q) * q  # pipelined: the second stage starts a whole number of lines on
+        # pipelined: what goes before and after each staged tile call (emitters at a depth)
+        before: list[Callable[[int], None]] = []
+        after: list[Callable[[int], None]] = []
+
         def tiles(dep: int, cols: int, target: str) -> None:
-            """Tile calls for all A rows x ``cols`` columns at j (groups of R*M rows, then a tail)."""
-            G = t.R * t.M
-            ngf = A.extent // G
+            """Tile calls for all A rows x ``cols`` columns at j (groups of R*M rows, then a
+            tail); staged and pipelined, each call between its prefetch share and a share of
+            the previous job's lines."""
+            hooks = target == "stage" and pipe
+            at = "sb + " if hooks else ""
+
+            def call(d2: int, rows: int, a: str, r: str) -> None:
+                for emit in before if hooks else []:
+                    emit(d2)
+                self._tile_call(d2, rows, cols, a, target, at + r, A.extent)
+                for emit in after if hooks else []:
+                    emit(d2)
+
             if ngf:
                 w.put(dep, f"for a0 in range(0, {ngf * G}, {G}):")
                 for r0 in range(0, G, t.R):
-                    self._tile_call(dep + 1, t.R, cols, f"(a0 + {r0})", target, f"a0 + {r0}", A.extent)
+                    call(dep + 1, t.R, f"(a0 + {r0})", f"a0 + {r0}")
             for r0 in range(ngf * G, A.extent, t.R):
-                self._tile_call(dep, min(t.R, A.extent - r0), cols, str(r0), target, str(r0), A.extent)
+                call(dep, min(t.R, A.extent - r0), str(r0), str(r0))
 
         def fill(dep: int, target: str) -> None:
             self._block_cases(dep, nfull, btail, lambda d2, cols: tiles(d2, cols, target))
@@ -774,22 +828,80 @@ class KernelWriter:
         if self.plan.panel_blocks > 1:
             self._render_wide_panel(depth, line)
             return
-        d = self._panel_jobs(depth, t.V * A.extent, nbb, "jb", outer)
+        init = ["pb = 0", "ps = 0", "pp = 0", "pe = 0", "pn = 0"] if pipe else []
+        d = self._panel_jobs(depth, 2 * half if pipe else staged, nbb, "jb", outer, init)
         w.put(d, f"j = jb * {t.V}")
         w.put(d, "if not aligned:")
         fill(d + 1, "dst")
         w.put(d + 1, "continue")
+        pf_at = ""
         if self.plan.prefetch:
             # this job's share of the next outer index's source block (panel_prefetch)
             ssz = self.ops[1].dtype.size
             share = min(16384, _whole_lines(-(-A.extent * sA * ssz // nbb)))
-            pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
-            w.put(d, f"{pf}(src, so + {self.ir.nodes[outer[-1]].strides[1]} + jb * {share // ssz})")
+            pf_at = f"so + {self.ir.nodes[outer[-1]].strides[1]} + jb * {share // ssz}"
+            if pipe and PANEL_PIPELINE_PREFETCH and ncalls > 1:
+                # spread over the tile calls, in order
+                step = _whole_lines(-(-share // ncalls))
+                pfs = self._micro(("prefetch", step, self.plan.prefetch_l2))
+                w.put(d, f"pfo = {pf_at}")
+
+                def prefetch_share(dep: int) -> None:
+                    w.put(dep, f"{pfs}(src, pfo)")
+                    w.put(dep, f"pfo += {step // ssz}")
+
+                before.append(prefetch_share)
+            else:
+                pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
+                w.put(d, f"{pf}(src, {pf_at})")
+        if not pipe:
+            fill(d, "stage")
+            self._write_stage(depth, line, f"{self._block_cols(btail, B)} * {A.extent}", f"do + j * {A.extent}")
+            return
+        # pipelined: this job's tiles go to one stage (sb) while the previous job's stage
+        # (pb: ps, its destination start; pp, the next line; pe, the end of its whole lines;
+        # pn, its elements) is written out a share of lines after each call
+        share_lines = -(-(staged // q + 1) // ncalls)
+
+        def write_share(dep: int) -> None:
+            w.put(dep, f"e2 = min(pp + {share_lines * q}, pe)")
+            w.put(dep, "while pp < e2:")
+            w.put(dep + 1, f"{line}(stage, pb + pp, 0, dst, ps + pp)")
+            w.put(dep + 1, f"pp += {q}")
+
+        after.append(write_share)
+
+        w.put(d, f"sb = (it & 1) * {half}")
         fill(d, "stage")
-        self._write_stage(depth, line, f"{self._block_cols(btail, B)} * {A.extent}", f"do + j * {A.extent}")
+        self._flush_pending(d, line)
+        w.put(d, f"n = {self._block_cols(btail, B)} * {A.extent}")
+        w.put(d, f"start = do + j * {A.extent}")
+        w.put(d, f"h = min((-(de + start)) & {q - 1}, n)")
+        w.put(d, "for x in range(h):")
+        w.put(d + 1, f"dst[{_ix('start + x')}] = stage[{_ix('sb + x')}]")
+        w.put(d, "pb = sb")
+        w.put(d, "ps = start")
+        w.put(d, "pp = h")
+        w.put(d, f"pe = h + (n - h) // {q} * {q}")
+        w.put(d, "pn = n")
+        self._flush_pending(depth, line)
+        w.put(depth, "if aligned:")
+        w.put(depth + 1, "sfence()")
+        self.uses_nt = True
+
+    def _flush_pending(self, depth: int, line: str) -> None:
+        """A pipelined panel stage (``Plan.panel_pipeline``): the rest of the pending stage's
+        whole lines (non-temporal), then its partial last line (plain stores)."""
+        w = self.w
+        q = max(1, 64 // self.ops[0].dtype.size)
+        w.put(depth, "while pp < pe:")
+        w.put(depth + 1, f"{line}(stage, pb + pp, 0, dst, ps + pp)")
+        w.put(depth + 1, f"pp += {q}")
+        w.put(depth, "for x in range(pe, pn):")
+        w.put(depth + 1, f"dst[{_ix('ps + x')}] = stage[{_ix('pb + x')}]")
 
     def _panel_jobs(self, depth: int, stage_elems: int, per_outer: int, jvar: str,
-                    outer: list[int]) -> int:
+                    outer: list[int], init: Sequence[str] = ()) -> int:
         """A panel kernel's start: the destination's alignment, the stage, and the job loop
         (job = outer index ``o`` x panel ``jvar``, ``per_outer`` panels per outer index,
         with ``so``/``do`` set); returns the depth of the loop's body."""
@@ -798,7 +910,10 @@ class KernelWriter:
         w.put(depth, "dbase = dst.ctypes.data")
         w.put(depth, f"aligned = dbase % {dsz} == 0")
         w.put(depth, f"de = dbase // {dsz}")
-        w.put(depth, f"stage = np.empty({stage_elems}, np.{numba_type(self.ops[0].dtype)})")
+        for text in scratch("stage", stage_elems, self.ops[0].dtype):
+            w.put(depth, text)
+        for text in init:
+            w.put(depth, text)
         w.put(depth, "for it in range(lo, hi):")
         d = depth + 1
         w.put(d, f"o = it // {per_outer}")

@@ -259,3 +259,12 @@ def check_exact_at_offsets(k, seed: int, offsets=None) -> None:
     if offsets is None:
         offsets = [0, 2 * d.dtype.size, 64 - d.dtype.size]
     check_guarded_runs(k, x, expect, offsets)
+
+
+def scratch_elems(source: str, name: str) -> int | None:
+    """Elements of the generated kernel's scratch buffer ``name`` (codegen ``scratch``): its
+    slice of a page-aligned allocation, or its plain ``np.empty`` where scratch pages are
+    off; None where the kernel has no such buffer."""
+    m = (re.search(rf"\b{name} = {name}\[{name}_at:{name}_at \+ (\d+)\]", source)
+         or re.search(rf"\b{name} = np\.empty\((\d+),", source))
+    return int(m.group(1)) if m else None
