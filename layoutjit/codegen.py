@@ -173,10 +173,6 @@ SRC_OVER_MIN_BYTES = 16
 #: instruction (AVX-512BW), not element by element.
 SHIFT_COPY_PREFIX = os.environ.get("LAYOUTJIT_SHIFT_COPY_PREFIX", "1") != "0"
 
-#: Pipelined panels (``Plan.panel_pipeline``) spread the job's prefetch share of the next
-#: outer block over its tile calls, in order, instead of issuing it as the job starts.
-PANEL_PIPELINE_PREFETCH = os.environ.get("LAYOUTJIT_PANEL_PIPELINE_PREFETCH", "1") != "0"
-
 #: A staged job that may start anywhere in a line (``Plan.job_shift``) prefetches its
 #: partial last line for a write (``prefetchw``) as it starts: the plain stores of that line
 #: otherwise wait for its ownership read from memory, with the job's NT lines behind them
@@ -794,33 +790,25 @@ class KernelWriter:
         G = t.R * t.M
         ngf = A.extent // G
         ncalls = ngf * t.M + len(range(ngf * G, A.extent, t.R))  # tile calls per job
-        pipe = self.plan.panel_pipeline
-        staged = t.V * A.extent
-        half = -(-staged // q) * q  # pipelined: the second stage starts a whole number of lines on
-        # pipelined: what goes before and after each staged tile call (emitters at a depth)
-        before: list[Callable[[int], None]] = []
-        after: list[Callable[[int], None]] = []
+        spread = ""  # Plan.panel_spread: the prefetch micro-kernel each staged tile call takes
+        spread_step = 0  # ... and the elements it advances
 
         def tiles(dep: int, cols: int, target: str) -> None:
             """Tile calls for all A rows x ``cols`` columns at j (groups of R*M rows, then a
-            tail); staged and pipelined, each call between its prefetch share and a share of
-            the previous job's lines."""
-            hooks = target == "stage" and pipe
-            at = "sb + " if hooks else ""
+            tail); staged, each after its share of the job's prefetch (``spread``)."""
 
-            def call(d2: int, rows: int, a: str, r: str) -> None:
-                for emit in before if hooks else []:
-                    emit(d2)
-                self._tile_call(d2, rows, cols, a, target, at + r, A.extent)
-                for emit in after if hooks else []:
-                    emit(d2)
+            def call(d2: int, rows: int, a: str) -> None:
+                if spread and target == "stage":
+                    w.put(d2, f"{spread}(src, pfo)")
+                    w.put(d2, f"pfo += {spread_step}")
+                self._tile_call(d2, rows, cols, a, target, a.strip("()"), A.extent)
 
             if ngf:
                 w.put(dep, f"for a0 in range(0, {ngf * G}, {G}):")
                 for r0 in range(0, G, t.R):
-                    call(dep + 1, t.R, f"(a0 + {r0})", f"a0 + {r0}")
+                    call(dep + 1, t.R, f"(a0 + {r0})")
             for r0 in range(ngf * G, A.extent, t.R):
-                call(dep, min(t.R, A.extent - r0), str(r0), str(r0))
+                call(dep, min(t.R, A.extent - r0), str(r0))
 
         def fill(dep: int, target: str) -> None:
             self._block_cases(dep, nfull, btail, lambda d2, cols: tiles(d2, cols, target))
@@ -828,80 +816,29 @@ class KernelWriter:
         if self.plan.panel_blocks > 1:
             self._render_wide_panel(depth, line)
             return
-        init = ["pb = 0", "ps = 0", "pp = 0", "pe = 0", "pn = 0"] if pipe else []
-        d = self._panel_jobs(depth, 2 * half if pipe else staged, nbb, "jb", outer, init)
+        d = self._panel_jobs(depth, t.V * A.extent, nbb, "jb", outer)
         w.put(d, f"j = jb * {t.V}")
         w.put(d, "if not aligned:")
         fill(d + 1, "dst")
         w.put(d + 1, "continue")
-        pf_at = ""
         if self.plan.prefetch:
-            # this job's share of the next outer index's source block (panel_prefetch)
+            # this job's share of the next outer index's source block (panel_prefetch): at
+            # once, or spread over the job's tile calls in order (Plan.panel_spread)
             ssz = self.ops[1].dtype.size
             share = min(16384, _whole_lines(-(-A.extent * sA * ssz // nbb)))
-            pf_at = f"so + {self.ir.nodes[outer[-1]].strides[1]} + jb * {share // ssz}"
-            if pipe and PANEL_PIPELINE_PREFETCH and ncalls > 1:
-                # spread over the tile calls, in order
+            at = f"so + {self.ir.nodes[outer[-1]].strides[1]} + jb * {share // ssz}"
+            if self.plan.panel_spread and ncalls > 1:
                 step = _whole_lines(-(-share // ncalls))
-                pfs = self._micro(("prefetch", step, self.plan.prefetch_l2))
-                w.put(d, f"pfo = {pf_at}")
-
-                def prefetch_share(dep: int) -> None:
-                    w.put(dep, f"{pfs}(src, pfo)")
-                    w.put(dep, f"pfo += {step // ssz}")
-
-                before.append(prefetch_share)
+                spread, spread_step = self._micro(("prefetch", step, self.plan.prefetch_l2)), step // ssz
+                w.put(d, f"pfo = {at}")
             else:
                 pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
-                w.put(d, f"{pf}(src, {pf_at})")
-        if not pipe:
-            fill(d, "stage")
-            self._write_stage(depth, line, f"{self._block_cols(btail, B)} * {A.extent}", f"do + j * {A.extent}")
-            return
-        # pipelined: this job's tiles go to one stage (sb) while the previous job's stage
-        # (pb: ps, its destination start; pp, the next line; pe, the end of its whole lines;
-        # pn, its elements) is written out a share of lines after each call
-        share_lines = -(-(staged // q + 1) // ncalls)
-
-        def write_share(dep: int) -> None:
-            w.put(dep, f"e2 = min(pp + {share_lines * q}, pe)")
-            w.put(dep, "while pp < e2:")
-            w.put(dep + 1, f"{line}(stage, pb + pp, 0, dst, ps + pp)")
-            w.put(dep + 1, f"pp += {q}")
-
-        after.append(write_share)
-
-        w.put(d, f"sb = (it & 1) * {half}")
+                w.put(d, f"{pf}(src, {at})")
         fill(d, "stage")
-        self._flush_pending(d, line)
-        w.put(d, f"n = {self._block_cols(btail, B)} * {A.extent}")
-        w.put(d, f"start = do + j * {A.extent}")
-        w.put(d, f"h = min((-(de + start)) & {q - 1}, n)")
-        w.put(d, "for x in range(h):")
-        w.put(d + 1, f"dst[{_ix('start + x')}] = stage[{_ix('sb + x')}]")
-        w.put(d, "pb = sb")
-        w.put(d, "ps = start")
-        w.put(d, "pp = h")
-        w.put(d, f"pe = h + (n - h) // {q} * {q}")
-        w.put(d, "pn = n")
-        self._flush_pending(depth, line)
-        w.put(depth, "if aligned:")
-        w.put(depth + 1, "sfence()")
-        self.uses_nt = True
-
-    def _flush_pending(self, depth: int, line: str) -> None:
-        """A pipelined panel stage (``Plan.panel_pipeline``): the rest of the pending stage's
-        whole lines (non-temporal), then its partial last line (plain stores)."""
-        w = self.w
-        q = max(1, 64 // self.ops[0].dtype.size)
-        w.put(depth, "while pp < pe:")
-        w.put(depth + 1, f"{line}(stage, pb + pp, 0, dst, ps + pp)")
-        w.put(depth + 1, f"pp += {q}")
-        w.put(depth, "for x in range(pe, pn):")
-        w.put(depth + 1, f"dst[{_ix('ps + x')}] = stage[{_ix('pb + x')}]")
+        self._write_stage(depth, line, f"{self._block_cols(btail, B)} * {A.extent}", f"do + j * {A.extent}")
 
     def _panel_jobs(self, depth: int, stage_elems: int, per_outer: int, jvar: str,
-                    outer: list[int], init: Sequence[str] = ()) -> int:
+                    outer: list[int]) -> int:
         """A panel kernel's start: the destination's alignment, the stage, and the job loop
         (job = outer index ``o`` x panel ``jvar``, ``per_outer`` panels per outer index,
         with ``so``/``do`` set); returns the depth of the loop's body."""
@@ -911,8 +848,6 @@ class KernelWriter:
         w.put(depth, f"aligned = dbase % {dsz} == 0")
         w.put(depth, f"de = dbase // {dsz}")
         for text in scratch("stage", stage_elems, self.ops[0].dtype):
-            w.put(depth, text)
-        for text in init:
             w.put(depth, text)
         w.put(depth, "for it in range(lo, hi):")
         d = depth + 1

@@ -801,14 +801,11 @@ class Plan:
                 and self.ir.operands[0].dtype.size <= SHIFT_EDGES_MAX_ELEM)
 
     @property
-    def panel_pipeline(self) -> bool:
-        """Panel plans of one block per job (``PANEL_PIPELINE``): two stages, and each job
-        writes out the previous job's stage a share of lines after each of its tile calls,
-        so that the non-temporal stores drain while the tiles compute (codegen
-        ``_render_panel``); the prefetch of the next outer block is spread over the calls.
-        Only panels that prefetch (``panel_prefetch``): the others went both ways."""
-        return bool(PANEL_PIPELINE and self.panel and self.panel_blocks == 1 and self.tile is not None
-                    and (self.prefetch or not PANEL_PIPELINE_PREFETCHED_ONLY))
+    def panel_spread(self) -> bool:
+        """Panel plans of one block per job that prefetch: each job's share of the next
+        outer block is prefetched a piece before each of its tile calls, in order, not all
+        as the job starts (``PANEL_SPREAD_PREFETCH``; codegen ``_render_panel``)."""
+        return bool(PANEL_SPREAD_PREFETCH and self.panel and self.panel_blocks == 1 and self.prefetch)
 
     @property
     def shift_panel(self) -> int:
@@ -1057,9 +1054,7 @@ class Plan:
             lines.append(f"stores: destination rows of {a.extent} elements, one after another, {why}: "
                          f"the tiles of {rows} rows go to a stage (one contiguous panel "
                          f"of {rows * a.extent} elements), which is written as whole aligned non-temporal lines "
-                         "(plain stores for the panel's partial first and last line)"
-                         + ("; two stages: each job writes out the previous job's stage a share of lines "
-                            "after each of its tile calls" if self.panel_pipeline else ""))
+                         "(plain stores for the panel's partial first and last line)")
         elif t is not None:
             how = "plain"
             if self.nt and self.job_stage:
@@ -1099,7 +1094,8 @@ class Plan:
                          + f" ({self.rows_ahead} elements on), to L2")
         if self.prefetch:
             lines.append(f"prefetch: {self.prefetch_block} B per row group, one group ahead, to "
-                         + ("L2 only" if self.prefetch_l2 else "all cache levels"))
+                         + ("L2 only" if self.prefetch_l2 else "all cache levels")
+                         + ("; a job's share spread over its tile calls" if self.panel_spread else ""))
         if self.row_stream_prefetch:
             assert self.tile is not None
             step = self.ir.nodes[self.tile.a].strides[1] or 0
@@ -4689,22 +4685,18 @@ def wide_panel(ir: LoopIR, tile: TileSpec, vbytes: int) -> tuple[TileSpec, int]:
     return wide, -(-nbb // panels)
 
 
-#: Panel jobs write out the previous job's stage between their own tile calls
-#: (``Plan.panel_pipeline``). A panel job computed its tiles into the stage and then wrote
-#: the stage out as a burst of non-temporal lines, its prefetch of the next outer block
-#: issued at once as it started: the shuffles, the loads and the stores took turns instead
-#: of overlapping. A/B on the AVX-512 host (Zen 4), scratch stages in their page, ratio to
-#: copy at 1 thread (2 threads), 5 rounds, off -> on (-> on without spreading the prefetch):
-#: `nhwc -> nchw` 1024x384x7x7 1.17 (1.17) -> 0.90 (0.95) (-> 1.21), `nwc -> ncw`
-#: 1024x800x56 1.15 (0.93) -> 0.69 (0.73) (-> 0.95), `ncdhw -> ndhwc` 224x100x32x7x7 1.41
-#: (1.12) -> 0.89 (0.81), f32 -> bf16 `ohwi -> oihw` 1024x1024x7x7 1.02 (0.93) -> 0.91
-#: (0.86), f32 -> u8 `nchw -> nhwc` 96x136x56x56 1.76 (1.33) -> 1.59 (1.20); `nhwc ->
-#: nchw` 256x1024x7x7 0.94 (0.80) -> 0.95 (1.00). Panels that do not prefetch went both
-#: ways (bf16 `Oihw16o -> iohw` 34816x32x7x7 2.07 -> 1.75, `nChw16c -> nchw` 773x40x14x14
-#: 1.49 -> 1.26; `nCw8c -> ncw` 155x500x99 0.87 -> 0.96, `hwio -> iohw` 7168x96x7x7 1.08
-#: -> 1.20, 128x512x7x7 `nChw16c -> nchw` (in L3) 1.02 -> 1.49): left out.
-PANEL_PIPELINE = os.environ.get("LAYOUTJIT_PANEL_PIPELINE", "1") != "0"
-PANEL_PIPELINE_PREFETCHED_ONLY = True
+#: Panel jobs spread their prefetch of the next outer block over their tile calls
+#: (``Plan.panel_spread``): issued at once as a job started, its share (one line of each of
+#: up to 49 lines here) filled the miss queue ahead of the tiles' own loads. A/B on the
+#: AVX-512 host (Zen 4), scratch stages in their page, ratio to copy at 1 thread (2
+#: threads), 5 rounds, at once -> spread: `nhwc -> nchw` 1024x384x7x7 1.10 (1.41) -> 0.76
+#: (0.79), 256x1024x7x7 1.03 (0.84) -> 0.87 (0.81), 256x768x7x7 1.28 (1.31) -> 0.89 (1.06),
+#: 128x2048x7x7 1.18 (1.32) -> 1.17 (1.44); `nwc -> ncw` 1024x800x56 0.97 (0.99) -> 0.72
+#: (0.75); `ncdhw -> ndhwc` 224x100x32x7x7 1.77 (1.51) -> 1.17 (1.01). Two stages, the
+#: previous job's written out between this job's tiles (so that the NT stores drain while
+#: the tiles compute), were tried with it and lost where the spread alone won: 1.39 (1.03),
+#: 1.67 (1.88), 0.99 (1.08) for the first three pairs above.
+PANEL_SPREAD_PREFETCH = os.environ.get("LAYOUTJIT_PANEL_SPREAD_PREFETCH", "1") != "0"
 
 
 #: Wide panels of short source rows staged a few blocks at a time (``panel_sub_blocks``):

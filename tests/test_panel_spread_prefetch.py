@@ -1,18 +1,18 @@
-"""Pipelined panels (``Plan.panel_pipeline``) and scratch buffers placed in their page.
+"""Panels that spread their prefetch over their tile calls, and scratch buffers in their page.
 
-A panel job (one block of V short destination rows) fills a stage with its tiles and
-writes it out as whole NT lines. Pipelined, the kernel keeps two stages: each job writes
-out the previous job's stage a share of lines after each of its own tile calls, and the
-last job's stage is written after the loop. The tests check the plans at real sizes (no
-kernel built), and force such plans onto small tensors byte for byte against the numpy
-reference: tail blocks, conversions, 1- to 8-byte
-elements, destinations at offsets within a line (partial first and last lines of every
-panel) and one misaligned for its type, one job per thread, at 1 and 2 threads, guard
-bytes around the destination. ``codegen.scratch`` is checked by running the lines it
-generates: every buffer at its slot in a page, of the asked length.
+A panel job (one block of V short destination rows) whose source rows follow one another
+prefetches its share of the next outer index's block to L2 (``panel_prefetch``). With
+``Plan.panel_spread`` the share goes a piece before each tile call, in order. The tests
+check the plans at real sizes (no kernel built) and the generated calls, and run such
+kernels byte for byte against the numpy reference: tail blocks, conversions, 1- to 4-byte
+elements, destinations at offsets within a line and one misaligned for its type, at 1 and
+2 threads, guard bytes around the destination. ``codegen.scratch`` is checked by running
+the lines it generates: every buffer at its slot in a page, of the asked length.
 """
 
 from __future__ import annotations
+
+import re
 
 import numba as nb
 import numpy as np
@@ -40,35 +40,27 @@ def test_plans_at_real_sizes(monkeypatch, dims, stag, dtag, dt):
     monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
     monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 32 << 20)
     p = plan_of(M(dims, dt, stag), M(dims, dt, dtag))
-    assert p.panel and p.panel_blocks == 1 and p.panel_pipeline, p.describe()
-    assert "two stages" in p.describe()
-    monkeypatch.setattr(plan_mod, "PANEL_PIPELINE", False)
+    assert p.panel and p.panel_blocks == 1 and p.prefetch and p.panel_spread, p.describe()
+    assert "spread over its tile calls" in p.describe()
+    monkeypatch.setattr(plan_mod, "PANEL_SPREAD_PREFETCH", False)
     p = plan_of(M(dims, dt, stag), M(dims, dt, dtag))
-    assert p.panel and not p.panel_pipeline and "two stages" not in p.describe()
+    assert p.panel and p.prefetch and not p.panel_spread and "spread" not in p.describe()
 
 
-def test_panels_that_do_not_prefetch_are_not_pipelined(monkeypatch):
+def test_panels_without_a_prefetch_or_with_wide_jobs_do_not_spread(monkeypatch):
     monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
     monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 32 << 20)
     dims = (200, 2048, 7, 7)
     p = plan_of(M(dims, "f32", "nChw16c"), M(dims, "f32", "nchw"))  # one tile step's rows: in order
-    assert p.panel and p.panel_blocks == 1 and not p.prefetch and not p.panel_pipeline, p.describe()
-
-
-def test_wide_panels_are_not_pipelined(monkeypatch):
-    """Jobs of several blocks (``wide_panel``) keep their own stage order."""
-    monkeypatch.setattr(plan_mod, "vector_bytes", lambda: 64)
-    monkeypatch.setattr(plan_mod, "llc_bytes", lambda: 32 << 20)
-    p = plan_of(M((256, 200, 13, 13), "f32", "nchw"), M((256, 200, 13, 13), "bf16", "nhwc"))
-    assert p.panel and p.panel_blocks > 1 and not p.panel_pipeline, p.describe()
+    assert p.panel and p.panel_blocks == 1 and not p.prefetch and not p.panel_spread, p.describe()
+    dims = (256, 200, 13, 13)  # wide panels: their calls take their shares already
+    p = plan_of(M(dims, "f32", "nchw"), M(dims, "bf16", "nhwc"))
+    assert p.panel and p.panel_blocks > 1 and not p.panel_spread, p.describe()
 
 
 @pytest.fixture(scope="module")
 def one_block_panels():
-    """Panel plans on small tensors, pipelined also where they do not prefetch (no outer
-    loop, one job)."""
     mp = pytest.MonkeyPatch()
-    mp.setattr(plan_mod, "PANEL_PIPELINE_PREFETCHED_ONLY", False)
     mp.setattr(plan_mod, "NT_MIN_BYTES", 0)
     mp.setattr(plan_mod, "PANEL_WIDE_BYTES", 0)  # one block of V rows per job
     mp.setattr(plan_mod, "PARALLEL_MIN_BYTES", 0)  # jobs split between threads
@@ -81,14 +73,15 @@ def one_block_panels():
     ((2, 70, 5, 7), "nhwc", "nchw", "bf16", "bf16"),     # rows of 35: a 32-row tile and 3
     ((2, 37, 6, 6), "acdb", "abcd", "f32", "bf16"),      # narrowing into 2-byte rows
     ((2, 130, 9, 9), "nhwc", "nchw", "s8", "s8"),        # 1-byte rows of 81
-    ((43, 23), "ab", "ba", "f64", "f64"),                # 8-byte elements, no outer loop
-    ((1, 16, 7, 7), "nhwc", "nchw", "f32", "f32"),       # one job: the stage only after the loop
 ])
-def test_pipelined_panels_are_exact(one_block_panels, dims, stag, dtag, sdt, ddt):
+def test_spread_panels_are_exact(one_block_panels, dims, stag, dtag, sdt, ddt):
     s, d = M(dims, sdt, stag), M(dims, ddt, dtag)
     k = build(s, d)
-    assert k.plan.panel and k.plan.panel_pipeline, k.plan.describe()
-    assert "pb = sb" in k.source and "while pp < pe:" in k.source
+    p = k.plan
+    assert p.panel and p.panel_spread, p.describe()
+    # one prefetch before each tile call (the loop's calls and the tail's), pfo advancing
+    calls = len(re.findall(r"^\s+T\d+\(src, so \+ .*, stage, ", k.source, re.M))
+    assert calls >= 2 and len(re.findall(r"\(src, pfo\)$", k.source, re.M)) == calls, k.source
     rng = np.random.default_rng(sum(dims))
     x = ref.random_raw(s.get_size() // s.dtype.size, sdt, rng)
     n = d.get_size()
@@ -97,14 +90,14 @@ def test_pipelined_panels_are_exact(one_block_panels, dims, stag, dtag, sdt, ddt
     ref.check_guarded_runs(k, x, expect, sorted({0, d.dtype.size, 24, 1}))
 
 
-def test_pipeline_switch_gives_the_same_bytes(one_block_panels, monkeypatch):
+def test_spread_switch_gives_the_same_bytes(one_block_panels, monkeypatch):
     dims = (3, 40, 7, 7)
     s, d = M(dims, "f32", "nhwc"), M(dims, "f32", "nchw")
     on = build(s, d)
-    assert on.plan.panel_pipeline and "pb = sb" in on.source
-    monkeypatch.setattr(plan_mod, "PANEL_PIPELINE", False)
+    assert on.plan.panel_spread and "(src, pfo)" in on.source
+    monkeypatch.setattr(plan_mod, "PANEL_SPREAD_PREFETCH", False)
     off = build(s, d)
-    assert not off.plan.panel_pipeline and "pb = sb" not in off.source
+    assert not off.plan.panel_spread and "pfo" not in off.source and "prefetch(" in off.source
     x = np.arange(s.get_size() // 4, dtype=np.float32)
     assert np.array_equal(on(x), off(x))
 
