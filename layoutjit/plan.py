@@ -4686,16 +4686,16 @@ def wide_panel(ir: LoopIR, tile: TileSpec, vbytes: int) -> tuple[TileSpec, int]:
 
 
 #: Panel jobs spread their prefetch of the next outer block over their tile calls
-#: (``Plan.panel_spread``): issued at once as a job started, its share (one line of each of
-#: up to 49 lines here) filled the miss queue ahead of the tiles' own loads. A/B on the
+#: (``Plan.panel_spread``): issued at once as a job started, its share (49 lines of the
+#: next image at 7x7 pixels) filled the miss queue ahead of the tiles' own loads. A/B on the
 #: AVX-512 host (Zen 4), scratch stages in their page, ratio to copy at 1 thread (2
 #: threads), 5 rounds, at once -> spread: `nhwc -> nchw` 1024x384x7x7 1.10 (1.41) -> 0.76
 #: (0.79), 256x1024x7x7 1.03 (0.84) -> 0.87 (0.81), 256x768x7x7 1.28 (1.31) -> 0.89 (1.06),
 #: 128x2048x7x7 1.18 (1.32) -> 1.17 (1.44); `nwc -> ncw` 1024x800x56 0.97 (0.99) -> 0.72
 #: (0.75); `ncdhw -> ndhwc` 224x100x32x7x7 1.77 (1.51) -> 1.17 (1.01). Two stages, the
 #: previous job's written out between this job's tiles (so that the NT stores drain while
-#: the tiles compute), were tried with it and lost where the spread alone won: 1.39 (1.03),
-#: 1.67 (1.88), 0.99 (1.08) for the first three pairs above.
+#: the tiles compute), were tried with it and lost where the spread alone won: 256x1024x7x7
+#: 1.39 (1.03), 128x2048x7x7 1.67 (1.88), 1024x384x7x7 0.99 (1.08).
 PANEL_SPREAD_PREFETCH = os.environ.get("LAYOUTJIT_PANEL_SPREAD_PREFETCH", "1") != "0"
 
 
