@@ -307,6 +307,8 @@ class KernelWriter:
         self.stage_elems = 0  # size of the per-call row stage (Plan.row_stage)
         self.src_stage_used = False  # some period lines read through the source stage
         self._job_src: str | None = None  # the source base of the staged job being emitted
+        # Plan.chunk_prefetch inside a staged job: the prefetch micro-kernel and its step
+        self._chunk_spread: tuple[str, int] | None = None
         self._job_shift = 0  # elements past a line at which the job being emitted starts (job_shifts)
         # the job being emitted starts off the lines and realigns its tiles (Plan.job_stream_shift)
         self._stream_shift = False
@@ -1075,11 +1077,25 @@ class KernelWriter:
                 # the partial last line, which plain stores write after the stage is filled
                 w.put(depth, f"{self._micro(('prefetch', 64, False, True))}(dst, jb + {span - 1})")
         self.chunk_var = None
+        self._chunk_spread = None
+        p = self.plan
+        if p.chunk_prefetch and p.tile is not None and p.tile.b is not None:
+            # job_stage_chunks: this job's share of the next outer index's block (chunk j of
+            # C, cs source elements apart), a piece before each tile call
+            t, tb = p.tile, p.tile.b
+            cn = self.ir.nodes[p.parallel - 1]
+            C, cs, ssz = cn.extent, cn.strides[1] or 0, self.ops[1].dtype.size
+            share = p.chunk_prefetch // C
+            calls = -(-self.ir.nodes[tb].extent // t.V) * -(-self.ir.nodes[t.a].extent // t.R)
+            step = _whole_lines(-(-share * ssz // calls))
+            w.put(depth, f"pfo = {offs[1]} + {p.chunk_prefetch} + (it % {C}) * {share - cs}")
+            self._chunk_spread = (self._micro(("prefetch", min(16384, step), True)), step // ssz)
         first = len(w.lines)
         self._job_src = offs[1]  # (Plan.job_prefetch: the tiles prefetch from this job's block on)
         self._serial(depth, npar, order, ["sh" if shift else "0"] + list(offs[1:]), state, terms, entered,
                      False)
         self._job_src = None
+        self._chunk_spread = None
         for i in range(first, len(w.lines)):
             assert "ctypes" not in w.lines[i], w.lines[i]
             w.lines[i] = re.sub(r"\bdst\b", "jstage", w.lines[i])
@@ -1485,6 +1501,9 @@ class KernelWriter:
                                   self.plan.prefetch_l2))
                 self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
                                  f"({cexpr}) * {G} + ({rel}) * {V})")
+            if Rv and Vv and self._chunk_spread is not None:
+                self.w.put(dep3, f"{self._chunk_spread[0]}(src, pfo)")
+                self.w.put(dep3, f"pfo += {self._chunk_spread[1]}")
             if Rv and Vv:
                 self._job_prefetch(dep3, do, R * V)
             if Rv and Vv and (self._job_src is not None or not self.plan.job_stage):
