@@ -892,11 +892,13 @@ class KernelWriter:
 
         pf = ""
         if self.plan.prefetch:
-            # whole outer blocks per job: every tile call prefetches its share of the next
-            # outer index's source block (panel_prefetch), in order
+            # every tile call prefetches its share of the job's part of the next outer
+            # index's source block (panel_prefetch), in order: the whole block where a job
+            # takes whole outer blocks, else the job's npan-th (panel_line_blocks)
             ssz = self.ops[1].dtype.size
             ncalls = -(-A.extent // t.R) * pb
-            share = min(16384, max(64, _whole_lines(-(-A.extent * B.extent * ssz // ncalls))))
+            per_job = A.extent * B.extent // npan  # (source elements; npan divides B's blocks)
+            share = min(16384, max(64, _whole_lines(-(-per_job * ssz // ncalls))))
             pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
             pf_step = share // ssz
             pf_next = self.ir.nodes[outer[-1]].strides[1]
@@ -940,7 +942,7 @@ class KernelWriter:
         rows_of(d + 1, lambda dep, rows, a: strip(dep, rows, a, "dst"))
         w.put(d + 1, "continue")
         if pf:
-            w.put(d, f"pfo = so + {pf_next}")
+            w.put(d, f"pfo = so + {pf_next}" + (f" + pj * {per_job}" if npan > 1 else ""))
         if not sub:
             rows_of(d, lambda dep, rows, a: strip(dep, rows, a, "stage"))
             self._write_stage(depth, line, f"nc * {A.extent}", f"do + j0 * {A.extent}")
