@@ -307,8 +307,10 @@ class KernelWriter:
         self.stage_elems = 0  # size of the per-call row stage (Plan.row_stage)
         self.src_stage_used = False  # some period lines read through the source stage
         self._job_src: str | None = None  # the source base of the staged job being emitted
-        # Plan.chunk_prefetch inside a staged job: the prefetch micro-kernel and its step
-        self._chunk_spread: tuple[str, int] | None = None
+        # a job's prefetch cut into a piece before each staged tile call (Plan.panel_spread,
+        # wide panels, Plan.chunk_prefetch): the piece's micro-kernel and the elements ``pfo``
+        # then advances (_prefetch_pieces)
+        self._pieces: tuple[str, int] | None = None
         self._job_shift = 0  # elements past a line at which the job being emitted starts (job_shifts)
         # the job being emitted starts off the lines and realigns its tiles (Plan.job_stream_shift)
         self._stream_shift = False
@@ -715,9 +717,23 @@ class KernelWriter:
         fn = self._micro(("tile", rows, cols, rows, cols, False, False), dense=sA == cols)
         so = f"so + {a} * {sA} + j"
         if target == "stage":
+            self._put_piece(depth)
             self.w.put(depth, f"{fn}(src, {so}, {sA}, stage, {stage_at}, {stage_stride})")
         else:
             self.w.put(depth, f"{fn}(src, {so}, {sA}, dst, do + {a} + j * {dB}, {dB})")
+
+    def _prefetch_pieces(self, share: int, calls: int, l2: bool) -> tuple[str, int]:
+        """A job's prefetch of ``share`` bytes cut into ``calls`` pieces of whole lines, one
+        before each of its tile calls, in order: the piece's micro-kernel and the source
+        elements it advances ``pfo`` (``self._pieces``)."""
+        step = min(16384, max(64, _whole_lines(-(-share // calls))))
+        return self._micro(("prefetch", step, l2)), step // self.ops[1].dtype.size
+
+    def _put_piece(self, depth: int) -> None:
+        """The next piece of the job's prefetch (``self._pieces``), where one is being cut."""
+        if self._pieces is not None:
+            self.w.put(depth, f"{self._pieces[0]}(src, pfo)")
+            self.w.put(depth, f"pfo += {self._pieces[1]}")
 
     def _block_cases(self, depth: int, nfull: int, btail: int, body: Callable[[int, int], None]) -> None:
         """``body(depth, cols)`` for the full blocks (``jb < nfull``) and the tail block (a
@@ -792,25 +808,15 @@ class KernelWriter:
         G = t.R * t.M
         ngf = A.extent // G
         ncalls = ngf * t.M + len(range(ngf * G, A.extent, t.R))  # tile calls per job
-        spread = ""  # Plan.panel_spread: the prefetch micro-kernel each staged tile call takes
-        spread_step = 0  # ... and the elements it advances
 
         def tiles(dep: int, cols: int, target: str) -> None:
-            """Tile calls for all A rows x ``cols`` columns at j (groups of R*M rows, then a
-            tail); staged, each after its share of the job's prefetch (``spread``)."""
-
-            def call(d2: int, rows: int, a: str) -> None:
-                if spread and target == "stage":
-                    w.put(d2, f"{spread}(src, pfo)")
-                    w.put(d2, f"pfo += {spread_step}")
-                self._tile_call(d2, rows, cols, a, target, a.strip("()"), A.extent)
-
+            """Tile calls for all A rows x ``cols`` columns at j (groups of R*M rows, then a tail)."""
             if ngf:
                 w.put(dep, f"for a0 in range(0, {ngf * G}, {G}):")
                 for r0 in range(0, G, t.R):
-                    call(dep + 1, t.R, f"(a0 + {r0})")
+                    self._tile_call(dep + 1, t.R, cols, f"(a0 + {r0})", target, f"a0 + {r0}", A.extent)
             for r0 in range(ngf * G, A.extent, t.R):
-                call(dep, min(t.R, A.extent - r0), str(r0))
+                self._tile_call(dep, min(t.R, A.extent - r0), cols, str(r0), target, str(r0), A.extent)
 
         def fill(dep: int, target: str) -> None:
             self._block_cases(dep, nfull, btail, lambda d2, cols: tiles(d2, cols, target))
@@ -830,13 +836,13 @@ class KernelWriter:
             share = min(16384, _whole_lines(-(-A.extent * sA * ssz // nbb)))
             at = f"so + {self.ir.nodes[outer[-1]].strides[1]} + jb * {share // ssz}"
             if self.plan.panel_spread and ncalls > 1:
-                step = _whole_lines(-(-share // ncalls))
-                spread, spread_step = self._micro(("prefetch", step, self.plan.prefetch_l2)), step // ssz
+                self._pieces = self._prefetch_pieces(share, ncalls, self.plan.prefetch_l2)
                 w.put(d, f"pfo = {at}")
             else:
                 pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
                 w.put(d, f"{pf}(src, {at})")
         fill(d, "stage")
+        self._pieces = None
         self._write_stage(depth, line, f"{self._block_cols(btail, B)} * {A.extent}", f"do + j * {A.extent}")
 
     def _panel_jobs(self, depth: int, stage_elems: int, per_outer: int, jvar: str,
@@ -890,26 +896,20 @@ class KernelWriter:
         npan = -(-nbb // pb)
         ncols = pb * t.V
 
-        pf = ""
+        pieces = None
         if self.plan.prefetch:
             # every tile call prefetches its share of the job's part of the next outer
             # index's source block (panel_prefetch), in order: the whole block where a job
             # takes whole outer blocks, else the job's npan-th (panel_line_blocks)
-            ssz = self.ops[1].dtype.size
-            ncalls = -(-A.extent // t.R) * pb
             per_job = A.extent * B.extent // npan  # (source elements; npan divides B's blocks)
-            share = min(16384, max(64, _whole_lines(-(-per_job * ssz // ncalls))))
-            pf = self._micro(("prefetch", share, self.plan.prefetch_l2))
-            pf_step = share // ssz
+            pieces = self._prefetch_pieces(per_job * self.ops[1].dtype.size, -(-A.extent // t.R) * pb,
+                                           self.plan.prefetch_l2)
             pf_next = self.ir.nodes[outer[-1]].strides[1]
 
         def calls(dep: int, rows: int, a: str, target: str, base: str) -> None:
             """The tile call of ``rows`` source rows from row ``a`` at block ``j`` (its
             prefetch share first when staged); ``base``: the first block in the stage."""
             at = f"(j - {base}) * {A.extent} + {a}"
-            if pf and target == "stage":
-                w.put(dep, f"{pf}(src, pfo)")
-                w.put(dep, f"pfo += {pf_step}")
             if btail:
                 w.put(dep, f"if j < {nfull * t.V}:")
                 self._tile_call(dep + 1, rows, t.V, a, target, at, A.extent)
@@ -941,16 +941,19 @@ class KernelWriter:
         w.put(d, "if not aligned:")
         rows_of(d + 1, lambda dep, rows, a: strip(dep, rows, a, "dst"))
         w.put(d + 1, "continue")
-        if pf:
+        if pieces:
             w.put(d, f"pfo = so + {pf_next}" + (f" + pj * {per_job}" if npan > 1 else ""))
+        self._pieces = pieces
         if not sub:
             rows_of(d, lambda dep, rows, a: strip(dep, rows, a, "stage"))
+            self._pieces = None
             self._write_stage(depth, line, f"nc * {A.extent}", f"do + j0 * {A.extent}")
             return
         w.put(d, f"for s0 in range(j0, j0 + nc, {sub * t.V}):")
         w.put(d + 1, f"sn = min({sub * t.V}, j0 + nc - s0)")
         w.put(d + 1, f"for j in range(s0, s0 + sn, {t.V}):")
         rows_of(d + 2, lambda dep, rows, a: calls(dep, rows, a, "stage", "s0"))
+        self._pieces = None
         self._write_stage(d, line, f"sn * {A.extent}", f"do + s0 * {A.extent}")
 
     def _render_jobs(self, depth: int, nt: bool) -> None:
@@ -1079,7 +1082,6 @@ class KernelWriter:
                 # the partial last line, which plain stores write after the stage is filled
                 w.put(depth, f"{self._micro(('prefetch', 64, False, True))}(dst, jb + {span - 1})")
         self.chunk_var = None
-        self._chunk_spread = None
         p = self.plan
         if p.chunk_prefetch and p.tile is not None and p.tile.b is not None:
             # job_stage_chunks: this job's share of the next outer index's block (chunk j of
@@ -1089,15 +1091,14 @@ class KernelWriter:
             C, cs, ssz = cn.extent, cn.strides[1] or 0, self.ops[1].dtype.size
             share = p.chunk_prefetch // C
             calls = -(-self.ir.nodes[tb].extent // t.V) * -(-self.ir.nodes[t.a].extent // t.R)
-            step = _whole_lines(-(-share * ssz // calls))
             w.put(depth, f"pfo = {offs[1]} + {p.chunk_prefetch} + (it % {C}) * {share - cs}")
-            self._chunk_spread = (self._micro(("prefetch", min(16384, step), True)), step // ssz)
+            self._pieces = self._prefetch_pieces(share * ssz, calls, True)
         first = len(w.lines)
         self._job_src = offs[1]  # (Plan.job_prefetch: the tiles prefetch from this job's block on)
         self._serial(depth, npar, order, ["sh" if shift else "0"] + list(offs[1:]), state, terms, entered,
                      False)
         self._job_src = None
-        self._chunk_spread = None
+        self._pieces = None
         for i in range(first, len(w.lines)):
             assert "ctypes" not in w.lines[i], w.lines[i]
             w.lines[i] = re.sub(r"\bdst\b", "jstage", w.lines[i])
@@ -1503,9 +1504,8 @@ class KernelWriter:
                                   self.plan.prefetch_l2))
                 self.w.put(dep3, f"{pf}(src, {offs[1]} + ({base} + {G}) * {sA} + "
                                  f"({cexpr}) * {G} + ({rel}) * {V})")
-            if Rv and Vv and self._chunk_spread is not None:
-                self.w.put(dep3, f"{self._chunk_spread[0]}(src, pfo)")
-                self.w.put(dep3, f"pfo += {self._chunk_spread[1]}")
+            if Rv and Vv:
+                self._put_piece(dep3)
             if Rv and Vv:
                 self._job_prefetch(dep3, do, R * V)
             if Rv and Vv and (self._job_src is not None or not self.plan.job_stage):

@@ -3346,14 +3346,14 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
     if (tile is not None and not nt and not (static_nt or job_align) and allow_shift
             and traffic >= nt_min_bytes(tile)):
         jstage = job_stage(ir, tile, parallel)  # (no NT possible: tiles store pieces of lines)
-        forced = False
+        chunked_jobs = False
         chunk_pf = 0
         if JOB_STAGE_CHUNK_ABOVE and jstage * ir.operands[0].dtype.size > JOB_STAGE_CHUNK_ABOVE:
             chunked = job_stage_chunks(ir, tile)
             if chunked is not None:
                 whole = _prefetch_rows(ir, tile) and PREFETCH_ROWS and JOB_STAGE_ROW_PREFETCH
                 ir, tile, parallel, jobs, jstage = chunked
-                chunk, forced = 0, True
+                chunk, chunked_jobs = 0, True
                 a = ir.nodes[tile.a]
                 if whole:  # the next row group's block (the rows follow one another): past A's rows
                     chunk_pf = a.extent * (a.strides[1] or 0)
@@ -3378,10 +3378,10 @@ def _make_plan(ir: LoopIR, *, allow_tile: bool = True, vbytes: int | None = None
             # split between threads below their NT threshold, the jobs store plainly, unstaged
             split_nt = traffic >= nt_split_min_bytes(tile) or not JOB_STAGE_SPLIT_PLAIN
             pf = bool(JOB_STAGE_ROW_PREFETCH and PREFETCH_ROWS and tile.kind == "transpose"
-                      and tile.a2 is None and not forced and _prefetch_rows(ir, tile))
+                      and tile.a2 is None and not chunked_jobs and _prefetch_rows(ir, tile))
             if pf:
                 tile = _with_prefetch_groups(ir, tile, vb)
-                if not forced:
+                if not chunked_jobs:  # (the chunks' job split stays)
                     parallel, jobs, chunk = choose_parallel(ir, tile, moved)
             return Plan(ir, tile, parallel, jobs, vb, True, moved, tuple(notes), chunk, job_stage=jstage,
                         nt_split=split_nt, job_shift=shift, prefetch=pf, chunk_prefetch=chunk_pf)

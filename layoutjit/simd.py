@@ -889,6 +889,18 @@ def _store_tile(builder: ir.IRBuilder, gather: _Gather, dptr: ir.Value, doff, ds
             store([r * P + c for r in range(R)], off)
 
 
+def _realigned_tile(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, R: int, V: int, s, d,
+                    vbytes: int, lanes: int):
+    """What the realigning tiles (``tile_shift``, ``tile_stream_shift``) start from: the R x V
+    tile's registers (``_tile_regs``: its gather and whether it converted), the register
+    row pitch P, the destination line's vector type of ``lanes`` elements, and the
+    non-temporal store metadata."""
+    gather, converted = _tile_regs(builder, sptr, soff, sstride, R=R, V=V, s=s, d=d, Rv=R, Vv=V,
+                                   vbytes=vbytes)
+    vty = ir.VectorType(ir.IntType(8 * d.size), lanes)
+    return gather, converted, _pow2ceil(V), vty, builder.module.add_metadata([ir.Constant(_I32, 1)])
+
+
 def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr: ir.Value, doff,
                      dstride, cptr: ir.Value, coff, *, R: int, V: int, s: DataType, d: DataType) -> None:
     """An R x V tile (R = one destination line of elements) whose destination rows are
@@ -908,12 +920,7 @@ def _emit_tile_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride, dptr:
     for r in range(R):
         p = builder.gep(sptr, [builder.add(soff, builder.mul(sstride, ir.Constant(i64, r)))], inbounds=True)
         _prefetch(builder, p, SHIFT_PREFETCH_BYTES // s.size, 2 if V * s.size < 64 else 3)
-    gather, converted = _tile_regs(builder, sptr, soff, sstride, R=R, V=V, s=s, d=d, Rv=R, Vv=V,
-                                   vbytes=vbytes)
-    P = _pow2ceil(V)
-    ity = ir.IntType(8 * dsz)
-    vty = ir.VectorType(ity, R)
-    md = builder.module.add_metadata([ir.Constant(_I32, 1)])
+    gather, converted, P, vty, md = _realigned_tile(builder, sptr, soff, sstride, R, V, s, d, vbytes, R)
     for c in range(V):
         n = gather([r * P + c for r in range(R)])
         if not converted:
@@ -1107,12 +1114,7 @@ def _emit_tile_stream_shift(builder: ir.IRBuilder, sptr: ir.Value, soff, sstride
     dsz = d.size
     q = 64 // dsz
     i64 = soff.type
-    gather, converted = _tile_regs(builder, sptr, soff, sstride, R=R, V=V, s=s, d=d, Rv=R, Vv=V,
-                                   vbytes=vbytes)
-    P = _pow2ceil(V)
-    ity = ir.IntType(8 * dsz)
-    vty = ir.VectorType(ity, q)
-    md = builder.module.add_metadata([ir.Constant(_I32, 1)])
+    gather, converted, P, vty, md = _realigned_tile(builder, sptr, soff, sstride, R, V, s, d, vbytes, q)
     cp = builder.bitcast(cptr, vty.as_pointer())
     carry = builder.load(cp, align=dsz)
     rp = builder.gep(dptr, [doff], inbounds=True)
